@@ -1,0 +1,110 @@
+"""The `recipegen` command line. Commands import what they use inside their bodies, so `--help` and
+`validate` never pay for the deploy stack (python-on-whales, pydantic).
+
+Exit codes: 0 success; 1 invalid input, failed check or failed deploy; 2 usage error.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from generator.diagnostics import Diagnostic, RecipegenError
+
+
+def _print(diagnostics: list[Diagnostic]) -> None:
+    for d in diagnostics:
+        click.echo(str(d), err=True)
+
+
+class _Group(click.Group):
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except RecipegenError as exc:
+            _print(exc.diagnostics)
+            ctx.exit(1)
+        except KeyboardInterrupt:
+            click.echo("interrupted", err=True)
+            ctx.exit(130)
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="recipegen")
+def main() -> None:
+    """Compile LLM-serving recipes into Docker Compose / Swarm stacks for DGX Spark clusters, and deploy them."""
+
+
+cluster_option = click.option("--cluster", "cluster_path", type=click.Path(path_type=Path),
+                              help="Cluster file (default: cluster.toml of the project).")
+
+
+@main.command()
+@click.argument("recipes", nargs=-1)
+@cluster_option
+@click.option("--out", "out_dir", type=click.Path(path_type=Path), help="Output folder (default: out/).")
+@click.option("--check", is_flag=True, help="Write nothing; exit 1 when the output folder differs from a fresh build.")
+@click.option("--strict", is_flag=True, help="Lint warnings fail the build too.")
+def build(recipes: tuple[str, ...], cluster_path: Path | None, out_dir: Path | None, check: bool, strict: bool) -> None:
+    """Compile RECIPES (recipe.toml files, their folders or ids; none = every recipe under recipes/)."""
+    from generator.build import compile_recipes, load_default_cluster
+    from generator.output import differences, write_tree
+    from generator.project import Project
+
+    project = Project.find()
+    paths = [project.recipe_path(r) for r in recipes] if recipes else project.all_recipes()
+    if not paths:
+        raise RecipegenError(Diagnostic(str(project.recipes_dir), None, None, None, "no recipes to build"))
+    out = out_dir or project.default_out
+    cluster = load_default_cluster(cluster_path or project.default_cluster)
+    result = compile_recipes(paths, cluster, project.root, out, strict)
+    _print(result.warnings)
+    ids = [plan.recipe.id for plan in result.plans]
+    prune = not recipes
+    if check:
+        diffs = differences(out, result.files, ids, prune)
+        for d in diffs:
+            click.echo(f"{out / d.path}: {d.kind} (run `recipegen build`)", err=True)
+        if diffs:
+            sys.exit(1)
+        click.echo(f"{out}: up to date ({len(result.files)} files)")
+        return
+    diffs = write_tree(out, result.files, ids, prune)
+    click.echo(f"{out}: {len(result.files)} files for {len(ids)} recipe(s), {len(diffs)} changed")
+
+
+@main.command()
+@click.argument("files", nargs=-1, type=click.Path(path_type=Path))
+@cluster_option
+@click.option("--strict", is_flag=True, help="Warnings fail too.")
+def validate(files: tuple[Path, ...], cluster_path: Path | None, strict: bool) -> None:
+    """Check recipes and cluster files against the schemas and the lint rules (none = the whole project)."""
+    from generator.validate import validate_paths
+
+    findings = validate_paths(list(files), cluster_path)
+    _print(findings)
+    failed = [f for f in findings if f.is_error or strict]
+    if failed:
+        sys.exit(1)
+    if not findings:
+        click.echo("ok")
+
+
+@main.command()
+@click.option("--out", "out_dir", type=click.Path(path_type=Path), default=Path("schema"), show_default=True,
+              help="Folder to write recipe.schema.json and cluster.schema.json into.")
+def schema(out_dir: Path) -> None:
+    """Write the JSON Schemas (draft-07) that editors and CI validate recipes and clusters with."""
+    from generator.schemas import SCHEMA_NAMES, schema_text
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for name in SCHEMA_NAMES:
+        target = out_dir / f"{name}.schema.json"
+        text = schema_text(name)
+        if not target.exists() or target.read_text("utf-8") != text:
+            tmp = target.with_suffix(".tmp")
+            tmp.write_text(text, "utf-8")
+            tmp.replace(target)
+        click.echo(str(target))

@@ -1,0 +1,1 @@
+"""Deploy compiled recipes through the nodes' Docker contexts."""

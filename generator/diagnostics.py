@@ -1,0 +1,56 @@
+"""Errors and lint findings as values: they travel up to the CLI, which prints them one per line."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+
+
+class Severity(str, Enum):
+    ERROR = "error"
+    WARNING = "warning"
+
+
+@dataclass(frozen=True, order=True)
+class Diagnostic:
+    """One finding, compiler style: `file:line:col: severity[rule]: key: message`."""
+
+    file: str
+    line: int | None
+    col: int | None
+    key: str | None
+    message: str
+    severity: Severity = Severity.ERROR
+    rule: str | None = None
+
+    def __str__(self) -> str:
+        where = self.file
+        if self.line is not None:
+            where += f":{self.line}:{self.col or 1}"
+        kind = self.severity.value + (f"[{self.rule}]" if self.rule else "")
+        key = f"{self.key}: " if self.key else ""
+        return f"{where}: {kind}: {key}{self.message}"
+
+    @property
+    def is_error(self) -> bool:
+        return self.severity is Severity.ERROR
+
+
+class RecipegenError(Exception):
+    """Raised with the diagnostics that stop a command; the CLI prints them and exits 1."""
+
+    def __init__(self, diagnostics: list[Diagnostic] | Diagnostic):
+        if isinstance(diagnostics, Diagnostic):
+            diagnostics = [diagnostics]
+        self.diagnostics = diagnostics
+        super().__init__("\n".join(map(str, diagnostics)))
+
+
+def display_path(path: str | Path) -> str:
+    """Paths as the user typed them when under the working directory, relative; absolute otherwise."""
+    p = Path(path)
+    try:
+        return str(p.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(p)

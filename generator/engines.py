@@ -1,0 +1,131 @@
+"""What each engine needs on each rank: the flags the compiler owns and how ranks are wired together.
+
+One place knows vLLM's and SGLang's flag spellings; the planner, the lint rules and `explain` ask it.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+
+from generator.argwords import group_flags
+from generator.model import ENGINE_DEFAULT_PORT, Cluster, Node, Recipe
+
+# Flags the compiler writes itself (all spellings the engine accepts); a recipe setting one is an error.
+OWNED_FLAGS = {
+    "vllm": {
+        "--model": "the model comes from `model`",
+        "--tensor-parallel-size": "set `tensor_parallel_size`", "-tp": "set `tensor_parallel_size`",
+        "--pipeline-parallel-size": "set `pipeline_parallel_size`", "-pp": "set `pipeline_parallel_size`",
+        "--distributed-executor-backend": "set `distributed_backend`",
+        "--nnodes": "rank wiring comes from `required_nodes` and the cluster",
+        "-n": "rank wiring comes from `required_nodes` and the cluster",
+        "--node-rank": "the compiler gives each node its rank", "-r": "the compiler gives each node its rank",
+        "--master-addr": "the head's fabric address comes from the cluster",
+        "--master-port": "set `master_port` in the cluster",
+        "--headless": "the compiler makes every worker headless",
+    },
+    "sglang": {
+        "--model-path": "the model comes from `model`", "--model": "the model comes from `model`",
+        "--tp": "set `tensor_parallel_size`", "--tp-size": "set `tensor_parallel_size`",
+        "--tensor-parallel-size": "set `tensor_parallel_size`",
+        "--pp": "set `pipeline_parallel_size`", "--pp-size": "set `pipeline_parallel_size`",
+        "--pipeline-parallel-size": "set `pipeline_parallel_size`",
+        "--dist-init-addr": "the head's fabric address comes from the cluster",
+        "--nccl-init-addr": "the head's fabric address comes from the cluster",
+        "--nnodes": "rank wiring comes from `required_nodes` and the cluster",
+        "--node-rank": "the compiler gives each node its rank",
+    },
+}
+# Environment the compiler sets per rank.
+OWNED_ENV = ("VLLM_HOST_IP", "MASTER_ADDR", "MASTER_PORT")
+
+
+@dataclass(frozen=True)
+class RankCommand:
+    """The argv a rank runs; `compiler_words` are the words the compiler added (for `explain`)."""
+
+    argv: tuple[str, ...]
+    compiler_words: frozenset[int]
+
+
+def flag_value(recipe: Recipe, *names: str) -> str | None:
+    """The (last) value of a flag in the recipe's args, e.g. `--port`."""
+    found = None
+    for group in group_flags(recipe.args):
+        if group.flag in names and group.values:
+            found = group.values[0]
+    return found
+
+
+def serve_port(recipe: Recipe) -> int:
+    value = flag_value(recipe, "--port")
+    return int(value) if value and value.isdigit() else ENGINE_DEFAULT_PORT[recipe.engine]
+
+
+def served_model_name(recipe: Recipe) -> str:
+    return flag_value(recipe, "--served-model-name") or recipe.model
+
+
+def rank_command(recipe: Recipe, cluster: Cluster, rank: int) -> RankCommand:
+    head = cluster.nodes[0]
+    node = cluster.nodes[rank]
+    multi = recipe.required_nodes > 1
+    user = [a.word for a in recipe.args]
+    if recipe.engine == "sglang":
+        return _sglang(recipe, cluster, rank, head, multi, user)
+    if recipe.distributed_backend == "ray":
+        return _vllm_ray(recipe, cluster, rank, head, node, multi, user)
+    owned = [recipe.model, "--tensor-parallel-size", str(recipe.tensor_parallel_size),
+             "--pipeline-parallel-size", str(recipe.pipeline_parallel_size)]
+    if multi:
+        owned += ["--nnodes", str(recipe.required_nodes), "--node-rank", str(rank),
+                  "--master-addr", head.address, "--master-port", str(cluster.master_port)]
+        if rank > 0:
+            owned.append("--headless")
+    return _assemble(recipe.entrypoint, owned, user)
+
+
+def _vllm_ray(recipe, cluster, rank, head, node, multi, user) -> RankCommand:
+    serve = [recipe.model, "--tensor-parallel-size", str(recipe.tensor_parallel_size),
+             "--pipeline-parallel-size", str(recipe.pipeline_parallel_size), "--distributed-executor-backend", "ray"]
+    if not multi:  # vLLM starts a local Ray by itself
+        return _assemble(recipe.entrypoint, serve, user)
+    if rank > 0:
+        join = ("ray", "start", "--block", f"--address={head.address}:{cluster.ray_port}",
+                f"--node-ip-address={node.address}")
+        return RankCommand(join, frozenset(range(len(join))))
+    start = shlex.join(["ray", "start", "--head", f"--port={cluster.ray_port}", f"--node-ip-address={head.address}"])
+    engine = shlex.join([*recipe.entrypoint, *serve, *user])
+    argv = ("sh", "-c", f"{start} && exec {engine}")
+    return RankCommand(argv, frozenset(range(len(argv))))
+
+
+def _sglang(recipe, cluster, rank, head, multi, user) -> RankCommand:
+    owned = ["--model-path", recipe.model, "--tp", str(recipe.tensor_parallel_size)]
+    if recipe.pipeline_parallel_size > 1:
+        owned += ["--pp-size", str(recipe.pipeline_parallel_size)]
+    if multi:
+        owned += ["--dist-init-addr", f"{head.address}:{cluster.master_port}", "--nnodes",
+                  str(recipe.required_nodes), "--node-rank", str(rank)]
+    if flag_value(recipe, "--host") is None:  # SGLang listens on 127.0.0.1 by default: unreachable from outside
+        owned += ["--host", "0.0.0.0"]
+    return _assemble(recipe.entrypoint, owned, user)
+
+
+def _assemble(entrypoint: tuple[str, ...], owned: list[str], user: list[str]) -> RankCommand:
+    argv = (*entrypoint, *owned, *user)
+    start = len(entrypoint)
+    return RankCommand(argv, frozenset(range(start, start + len(owned))))
+
+
+def rank_env(recipe: Recipe, cluster: Cluster, rank: int) -> dict[str, str]:
+    """Variables a rank needs to find itself and its head."""
+    node: Node = cluster.nodes[rank]
+    env: dict[str, str] = {}
+    if recipe.engine == "vllm":
+        env["VLLM_HOST_IP"] = node.address
+    if recipe.required_nodes > 1:
+        env["MASTER_ADDR"] = cluster.nodes[0].address
+        env["MASTER_PORT"] = str(cluster.master_port)
+    return env

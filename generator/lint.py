@@ -1,0 +1,206 @@
+"""Domain rules that catch a recipe which would fail at boot, before anyone waits 15 minutes for it.
+
+Each rule is a small function over the resolved recipe and the cluster that yields findings (Helm's habit);
+the schema covers what it can express (types, enums, patterns) and the editor shows it; the rest is here.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Callable, Iterator
+
+from generator.argwords import FlagGroup, flag_name, group_flags, json_problem
+from generator.diagnostics import Diagnostic, Severity
+from generator.engines import OWNED_ENV, OWNED_FLAGS
+from generator.model import Arg, Cluster, Origin, Recipe
+from generator.tomldoc import TomlDocument
+
+ERROR, WARNING = Severity.ERROR, Severity.WARNING
+FABRIC_ENV = re.compile(r"^(NCCL_|UCX_|GLOO_|TP_SOCKET_|OMPI_MCA_btl_tcp_if|NVSHMEM_)")
+# Formats of real tokens: Hugging Face, OpenAI-style, GitHub, GitLab, Slack, AWS access keys, JWTs.
+SECRET_VALUE = re.compile(r"(hf_[A-Za-z0-9]{30,}|sk-[A-Za-z0-9_-]{20,}|gh[pousr]_[A-Za-z0-9]{30,}|glpat-[A-Za-z0-9_-]{20,}"
+                          r"|xox[baprs]-[A-Za-z0-9-]{10,}|AKIA[0-9A-Z]{16}|eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\.)")
+SECRET_NAME = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|APIKEY|ACCESS_KEY|PRIVATE_KEY)", re.I)
+SECRET_FIX = ("secrets must not be written in recipes or clusters (they would land in committed out/): "
+              "export it in the deploying shell and list it in the service's environment at deploy time")
+
+
+@dataclass(frozen=True)
+class Rule:
+    id: str
+    severity: Severity
+    summary: str
+    check: Callable[[Recipe, Cluster | None], Iterator[tuple[Origin, str | None, str]]]
+
+
+RULES: list[Rule] = []
+
+
+def rule(rule_id: str, severity: Severity, summary: str):
+    def register(fn):
+        RULES.append(Rule(rule_id, severity, summary, fn))
+        return fn
+    return register
+
+
+def lint_recipe(recipe: Recipe, cluster: Cluster | None) -> list[Diagnostic]:
+    found = []
+    for r in RULES:
+        for origin, key, message in r.check(recipe, cluster):
+            found.append(Diagnostic(origin.file or recipe.document.shown, origin.line, 1 if origin.line else None, key,
+                                    message, r.severity, r.id))
+    return sorted(set(found), key=lambda d: (d.file, d.line or 0, d.rule or "", d.message))
+
+
+def _flags(recipe: Recipe) -> list[FlagGroup]:
+    return [g for g in group_flags(recipe.args) if g.flag]
+
+
+def _last(recipe: Recipe, flag: str) -> FlagGroup | None:
+    groups = [g for g in _flags(recipe) if g.flag == flag]
+    return groups[-1] if groups else None
+
+
+def _number(group: FlagGroup | None) -> float | None:
+    try:
+        return float(group.values[0]) if group and group.values else None
+    except ValueError:
+        return None
+
+
+@rule("owned-flag", ERROR, "a flag the compiler writes itself (parallel sizes, rank wiring, the model)")
+def _owned_flag(recipe, cluster):
+    owned = OWNED_FLAGS[recipe.engine]
+    for group in _flags(recipe):
+        if group.flag in owned:
+            yield group.args[0].origin, "args", f"'{group.flag}' is set by the compiler: {owned[group.flag]}"
+    words = group_flags(recipe.args)
+    if words and words[0].flag is None:
+        yield (words[0].args[0].origin, "args", f"'{words[0].args[0].word}' is not a flag: positional arguments are "
+                                                "the compiler's (it passes the model); start args with a flag")
+
+
+@rule("owned-env", ERROR, "an environment variable the compiler sets per rank")
+def _owned_env(recipe, cluster):
+    for name in OWNED_ENV:
+        if name in recipe.env:
+            yield recipe.env_origins[name], f"env.{name}", (f"'{name}' is set per rank by the compiler from the "
+                                                             "cluster's node addresses")
+
+
+@rule("bad-json", ERROR, "a JSON-valued flag whose value does not parse")
+def _bad_json(recipe, cluster):
+    for group in _flags(recipe):
+        for value in group.values[:1]:
+            problem = json_problem(value)
+            if problem:
+                yield group.args[0].origin, "args", f"'{group.flag}' value is not valid JSON: {problem}: {value.strip()[:60]}"
+
+
+@rule("duplicate-flag", WARNING, "the same flag given twice (the engine silently keeps one)")
+def _duplicate_flag(recipe, cluster):
+    seen: dict[str, FlagGroup] = {}
+    for group in _flags(recipe):
+        if group.flag in seen:
+            first = seen[group.flag].args[0].origin
+            yield group.args[0].origin, "args", f"'{group.flag}' is given twice (first at line {first.line})"
+        else:
+            seen[group.flag] = group
+
+
+@rule("parallel-size", ERROR, "tensor x pipeline parallel size must equal the GPUs of the nodes used")
+def _parallel_size(recipe, cluster):
+    gpus_per_node = cluster.gpus_per_node if cluster else 1
+    world = recipe.tensor_parallel_size * recipe.pipeline_parallel_size
+    gpus = recipe.required_nodes * gpus_per_node
+    if world != gpus:
+        origin = recipe.origins.get("tensor_parallel_size") or recipe.origins.get("required_nodes")
+        yield (origin, "tensor_parallel_size",
+               f"tensor_parallel_size x pipeline_parallel_size = {world}, but {recipe.required_nodes} node(s) x "
+               f"{gpus_per_node} GPU = {gpus}: every GPU of the nodes used must hold a rank")
+
+
+@rule("too-many-nodes", ERROR, "the recipe needs more nodes than the cluster has")
+def _too_many_nodes(recipe, cluster):
+    if cluster and recipe.required_nodes > len(cluster.nodes):
+        yield (recipe.origins["required_nodes"], "required_nodes",
+               f"needs {recipe.required_nodes} nodes but cluster '{cluster.name}' has {len(cluster.nodes)}")
+
+
+@rule("sglang-backend", ERROR, "SGLang wires its ranks itself; the ray backend is vLLM's")
+def _sglang_backend(recipe, cluster):
+    if recipe.engine == "sglang" and recipe.distributed_backend == "ray":
+        yield recipe.origins["distributed_backend"], "distributed_backend", "SGLang supports the 'mp' backend only"
+
+
+@rule("cudagraph-capture", WARNING, "with speculative decoding, cudagraph capture size should be max_num_seqs x (k+1)")
+def _cudagraph_capture(recipe, cluster):
+    spec = _last(recipe, "--speculative-config")
+    capture = _last(recipe, "--max-cudagraph-capture-size")
+    seqs = _last(recipe, "--max-num-seqs")
+    if not (spec and spec.values and capture and seqs):
+        return
+    try:
+        k = int(json.loads(spec.values[0]).get("num_speculative_tokens", 0))
+    except (ValueError, AttributeError, TypeError):
+        return
+    want = int(_number(seqs) or 0) * (k + 1)
+    if k and _number(capture) is not None and int(_number(capture)) != want:
+        yield (capture.args[0].origin, "args",
+               f"--max-cudagraph-capture-size {capture.values[0]} should be --max-num-seqs x (k+1) = "
+               f"{seqs.values[0]} x {k + 1} = {want} with num_speculative_tokens = {k}")
+
+
+@rule("gpu-memory", ERROR, "--gpu-memory-utilization above the cluster's ceiling (unified memory)")
+def _gpu_memory(recipe, cluster):
+    group = _last(recipe, "--gpu-memory-utilization") or _last(recipe, "--mem-fraction-static")
+    value = _number(group)
+    ceiling = cluster.gpu_memory_ceiling if cluster else 0.9
+    if value is not None and value > ceiling:
+        yield (group.args[0].origin, "args",
+               f"{group.flag} {value} is above the cluster's gpu_memory_ceiling {ceiling}: GB10 memory is unified, "
+               "the OS and page cache share it and the node dies under load")
+
+
+@rule("fabric-env", WARNING, "a recipe env var overriding the cluster's fabric variables")
+def _fabric_env(recipe, cluster):
+    if cluster is None:
+        return
+    fabric = set(cluster.env) | {k for n in cluster.nodes[: recipe.required_nodes] for k in n.env}
+    for name, value in recipe.env.items():
+        if FABRIC_ENV.match(name) and name in fabric:
+            yield (recipe.env_origins[name], f"env.{name}",
+                   f"overrides the cluster's {name}: fabric variables belong to the cluster (per node where names "
+                   "differ), or ranks end up on the wrong interface")
+
+
+@rule("secret", ERROR, "a value that looks like a secret in a recipe")
+def _secret(recipe, cluster):
+    for name, value in recipe.env.items():
+        if value and (SECRET_VALUE.search(value) or SECRET_NAME.search(name)):
+            yield recipe.env_origins[name], f"env.{name}", f"looks like a secret: {SECRET_FIX}"
+    for arg in recipe.args:
+        if SECRET_VALUE.search(arg.word):
+            yield arg.origin, "args", f"looks like a secret: {SECRET_FIX}"
+
+
+def lint_cluster(doc: TomlDocument) -> list[Diagnostic]:
+    """Rules over a cluster file alone: secrets."""
+    found = []
+
+    def walk(value, path):
+        if isinstance(value, dict):
+            for k, v in value.items():
+                walk(v, path + (k,))
+        elif isinstance(value, list):
+            for i, v in enumerate(value):
+                walk(v, path + (i,))
+        elif isinstance(value, str) and value:
+            named = len(path) >= 2 and path[-2] == "env" and SECRET_NAME.search(str(path[-1]))
+            if SECRET_VALUE.search(value) or named:
+                found.append(doc.diagnostic(path, f"looks like a secret: {SECRET_FIX}", rule="secret"))
+
+    walk(doc.data, ())
+    return found

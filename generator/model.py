@@ -1,0 +1,131 @@
+"""Typed inputs of the compiler: a resolved recipe and a cluster, each value with where it came from.
+
+Shared by every stage (kompose's habit: constants and data objects live with the data, not in a stage).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from generator.tomldoc import TomlDocument
+
+RECIPE_ID = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+
+ENGINE_DEFAULT_ENTRYPOINT = {"vllm": ("vllm", "serve"), "sglang": ("python3", "-m", "sglang.launch_server")}
+ENGINE_DEFAULT_PORT = {"vllm": 8000, "sglang": 30000}
+HF_CACHE_IN_CONTAINER = "/root/.cache/huggingface"
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Where a value was written: a file and line, and which layer that file is (for `explain`)."""
+
+    layer: str  # "recipe", "parent recipe <id>", "cluster", "node <name>", "compiler", "default"
+    file: str | None = None
+    line: int | None = None
+
+    def __str__(self) -> str:
+        where = f" ({self.file}:{self.line})" if self.file and self.line else (f" ({self.file})" if self.file else "")
+        return self.layer + where
+
+
+COMPILER = Origin("compiler")
+DEFAULT = Origin("default")
+
+
+@dataclass(frozen=True)
+class Mount:
+    host: str
+    container: str
+    read_only: bool
+    origin: Origin
+
+
+@dataclass(frozen=True)
+class Arg:
+    """One shell word of `args`, with the array element it came from."""
+
+    word: str
+    origin: Origin
+
+
+@dataclass
+class Recipe:
+    """A recipe after `extends` is resolved and defaults are applied."""
+
+    id: str
+    path: Path
+    engine: str
+    name: str
+    docker_image: str
+    docker_image_dir: str | None
+    model: str
+    required_nodes: int
+    tensor_parallel_size: int
+    pipeline_parallel_size: int
+    distributed_backend: str
+    shm_size: str
+    entrypoint: tuple[str, ...]
+    args: tuple[Arg, ...]
+    mounts: tuple[Mount, ...]
+    env: dict[str, str]
+    origins: dict[str, Origin] = field(default_factory=dict)  # top-level key or "env.X" -> origin
+    env_origins: dict[str, Origin] = field(default_factory=dict)
+    documents: tuple[TomlDocument, ...] = ()  # this recipe first, then its parents
+
+    @property
+    def document(self) -> TomlDocument:
+        return self.documents[0]
+
+
+@dataclass(frozen=True)
+class Ulimits:
+    memlock: int = -1
+    stack: int = 67108864
+
+
+@dataclass(frozen=True)
+class Node:
+    index: int
+    name: str
+    address: str
+    context: str
+    ssh_host: str
+    user: str
+    home: str
+    env: dict[str, str]
+
+    def expand_home(self, path: str) -> str:
+        """`~` is the home of the node's user, never of whoever runs recipegen."""
+        if path == "~":
+            return self.home
+        if path.startswith("~/"):
+            return self.home.rstrip("/") + path[1:]
+        return path
+
+
+@dataclass
+class Cluster:
+    name: str
+    path: Path
+    user: str
+    hf_cache: str
+    gpu: str
+    rdma: bool
+    master_port: int
+    ray_port: int
+    gpu_memory_ceiling: float
+    gpus_per_node: int
+    stop_grace_period: str
+    ulimits: Ulimits
+    env: dict[str, str]
+    nodes: tuple[Node, ...]
+    document: TomlDocument
+
+    def node(self, name: str) -> Node:
+        for node in self.nodes:
+            if node.name == name:
+                return node
+        raise KeyError(name)

@@ -1,0 +1,201 @@
+"""The plan: one typed object per node saying exactly what runs there. Renderer, `explain`, the deployer and
+the tests all read this object; nothing downstream re-derives a rank, an address or a variable.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from generator.diagnostics import RecipegenError
+from generator.engines import rank_command, rank_env, serve_port, served_model_name
+from generator.model import COMPILER, HF_CACHE_IN_CONTAINER, Cluster, Node, Origin, Recipe, Ulimits
+
+LABEL_PREFIX = "dev.recipegen"
+RESTART_ATTEMPTS = 3  # a rank whose peers are gone must not restart forever
+
+
+@dataclass(frozen=True)
+class EnvVar:
+    name: str
+    value: str
+    origin: Origin
+    overrides: tuple[Origin, ...] = ()  # earlier layers this value replaced
+
+
+@dataclass(frozen=True)
+class Volume:
+    source: str  # host path on the node, `~` already expanded for the node's user
+    target: str
+    read_only: bool
+    origin: Origin
+
+
+@dataclass(frozen=True)
+class Word:
+    value: str
+    origin: Origin
+
+
+@dataclass(frozen=True)
+class NodePlan:
+    recipe_id: str
+    node: Node
+    rank: int
+    image: str
+    build_context: str | None  # path relative to the compose file's folder
+    command: tuple[Word, ...]
+    env: tuple[EnvVar, ...]
+    volumes: tuple[Volume, ...]
+    shm_size: str
+    ulimits: Ulimits
+    gpu: str
+    rdma: bool
+    labels: tuple[tuple[str, str], ...]
+    restart_attempts: int
+    stop_grace_period: str
+
+    @property
+    def is_head(self) -> bool:
+        return self.rank == 0
+
+    @property
+    def argv(self) -> tuple[str, ...]:
+        return tuple(w.value for w in self.command)
+
+    @property
+    def environment(self) -> dict[str, str]:
+        return {v.name: v.value for v in self.env}
+
+
+@dataclass(frozen=True)
+class RecipePlan:
+    recipe: Recipe
+    cluster: Cluster
+    nodes: tuple[NodePlan, ...]
+    input_hash: str
+    serve_port: int
+    served_model_name: str
+    source: str  # the recipe file as named in headers, relative to the project
+    cluster_source: str
+
+    @property
+    def head(self) -> NodePlan:
+        return self.nodes[0]
+
+
+def shm_bytes(size: str) -> int:
+    """Docker's size syntax (`32gb`, `64g`, `512m`): binary multiples."""
+    match = re.fullmatch(r"([0-9]+(?:\.[0-9]+)?)([bkmg]?)b?", size.lower())
+    if not match:
+        raise ValueError(size)
+    return int(float(match[1]) * 1024 ** "bkmg".index(match[2] or "b"))
+
+
+def plan_recipe(recipe: Recipe, cluster: Cluster, project_root: Path, out_dir: Path) -> RecipePlan:
+    if recipe.required_nodes > len(cluster.nodes):
+        raise RecipegenError(recipe.document.diagnostic(
+            ("required_nodes",), f"needs {recipe.required_nodes} nodes but cluster '{cluster.name}' "
+                                 f"({_shown(cluster.path, project_root)}) has {len(cluster.nodes)}"))
+    digest = input_hash(recipe, cluster)
+    nodes = tuple(_plan_node(recipe, cluster, rank, digest, project_root, out_dir)
+                  for rank in range(recipe.required_nodes))
+    return RecipePlan(recipe, cluster, nodes, digest, serve_port(recipe), served_model_name(recipe),
+                      _shown(recipe.path, project_root), _shown(cluster.path, project_root))
+
+
+def _plan_node(recipe: Recipe, cluster: Cluster, rank: int, digest: str, root: Path, out_dir: Path) -> NodePlan:
+    node = cluster.nodes[rank]
+    command = rank_command(recipe, cluster, rank)
+    user_origins = [a.origin for a in recipe.args]
+    words, user_i = [], 0
+    for i, value in enumerate(command.argv):
+        if i < len(recipe.entrypoint) and command.argv[: len(recipe.entrypoint)] == recipe.entrypoint:
+            words.append(Word(value, recipe.origins.get("entrypoint", COMPILER)))
+        elif i in command.compiler_words or user_i >= len(user_origins):
+            words.append(Word(value, COMPILER))
+        else:
+            words.append(Word(value, user_origins[user_i]))
+            user_i += 1
+    volumes = [Volume(node.expand_home(cluster.hf_cache), HF_CACHE_IN_CONTAINER, False,
+                      Origin("cluster", cluster.document.shown,
+                             cluster.document.key_position(("hf_cache",)).line if "hf_cache" in cluster.document.data
+                             else None))]
+    volumes += [Volume(node.expand_home(m.host), m.container, m.read_only, m.origin) for m in recipe.mounts]
+    labels = (
+        (f"{LABEL_PREFIX}.recipe", recipe.id),
+        (f"{LABEL_PREFIX}.cluster", cluster.name),
+        (f"{LABEL_PREFIX}.node", node.name),
+        (f"{LABEL_PREFIX}.rank", str(rank)),
+        (f"{LABEL_PREFIX}.input-hash", digest),
+    )
+    return NodePlan(
+        recipe_id=recipe.id, node=node, rank=rank, image=recipe.docker_image,
+        build_context=_build_context(recipe, root, out_dir / recipe.id / node.name), command=tuple(words),
+        env=_environment(recipe, cluster, node, rank), volumes=tuple(volumes), shm_size=recipe.shm_size,
+        ulimits=cluster.ulimits, gpu=cluster.gpu, rdma=cluster.rdma, labels=labels,
+        restart_attempts=RESTART_ATTEMPTS, stop_grace_period=cluster.stop_grace_period)
+
+
+def _environment(recipe: Recipe, cluster: Cluster, node: Node, rank: int) -> tuple[EnvVar, ...]:
+    """Cluster env, then the node's, then the recipe's, then what the compiler owns: later layers win."""
+    doc = cluster.document
+    layers: list[tuple[dict[str, str], callable]] = [
+        (cluster.env, lambda k: Origin("cluster", doc.shown, doc.key_position(("env", k)).line)),
+        (node.env, lambda k: Origin(f"node {node.name}", doc.shown,
+                                    doc.key_position(("nodes", node.index, "env", k)).line)),
+        (recipe.env, lambda k: recipe.env_origins[k]),
+        (rank_env(recipe, cluster, rank), lambda k: COMPILER),
+    ]
+    merged: dict[str, EnvVar] = {}
+    for values, origin_of in layers:
+        for name, value in values.items():
+            previous = merged.get(name)
+            overridden = (*previous.overrides, previous.origin) if previous else ()
+            merged[name] = EnvVar(name, value, origin_of(name), overridden)
+    return tuple(merged.values())
+
+
+def _build_context(recipe: Recipe, root: Path, compose_dir: Path) -> str | None:
+    """`docker_image_dir` names a build context: beside the recipe, under images/, or at the project root."""
+    if not recipe.docker_image_dir:
+        return None
+    base = recipe.path.parent
+    for candidate in (base / recipe.docker_image_dir, root / "images" / recipe.docker_image_dir,
+                      root / recipe.docker_image_dir):
+        if (candidate / "Dockerfile").is_file():
+            return _relative(candidate.resolve(), compose_dir.resolve())
+    return None
+
+
+def _relative(target: Path, start: Path) -> str:
+    import os
+
+    return Path(os.path.relpath(target, start)).as_posix()
+
+
+def _shown(path: Path, root: Path) -> str:
+    try:
+        return path.resolve().relative_to(root.resolve()).as_posix()
+    except ValueError:
+        return path.name
+
+
+def input_hash(recipe: Recipe, cluster: Cluster) -> str:
+    """A digest of the resolved inputs (not of the files: comments and `extends` refactors do not churn out/)."""
+    resolved = {
+        "recipe": {k: getattr(recipe, k) for k in (
+            "engine", "name", "docker_image", "docker_image_dir", "model", "required_nodes", "tensor_parallel_size",
+            "pipeline_parallel_size", "distributed_backend", "shm_size", "entrypoint", "env")},
+        "args": [a.word for a in recipe.args],
+        "mounts": [[m.host, m.container, m.read_only] for m in recipe.mounts],
+        "cluster": {k: getattr(cluster, k) for k in (
+            "name", "user", "hf_cache", "gpu", "rdma", "master_port", "ray_port", "stop_grace_period", "env")},
+        "ulimits": [cluster.ulimits.memlock, cluster.ulimits.stack],
+        "nodes": [[n.name, n.address, n.context, n.home, n.env] for n in cluster.nodes[: recipe.required_nodes]],
+    }
+    blob = json.dumps(resolved, sort_keys=True, ensure_ascii=False, default=list).encode("utf-8")
+    return hashlib.sha256(blob).hexdigest()[:16]

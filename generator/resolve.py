@@ -1,0 +1,160 @@
+"""Load recipes (following `extends`) and clusters into typed objects, with defaults and origins.
+
+Schema validation happens here, per file, before anything reads a value: a later stage can trust types.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from generator.argwords import merge_args, split_words
+from generator.diagnostics import Diagnostic, RecipegenError
+from generator.model import (DEFAULT, ENGINE_DEFAULT_ENTRYPOINT, RECIPE_ID, Cluster, Mount, Node, Origin, Recipe,
+                             Ulimits)
+from generator.schemas import schema, validate_document
+from generator.tomldoc import TomlDocument, load_toml
+
+RECIPE_FILE = "recipe.toml"
+_SCALARS = ("engine", "name", "docker_image", "docker_image_dir", "model", "required_nodes", "tensor_parallel_size",
+            "pipeline_parallel_size", "distributed_backend", "shm_size", "entrypoint")
+
+
+def recipe_file(path: str | Path) -> Path:
+    """A recipe is named by its recipe.toml or by the folder holding it."""
+    path = Path(path)
+    return path / RECIPE_FILE if path.is_dir() else path
+
+
+def load_checked(path: Path, kind: str) -> TomlDocument:
+    doc = load_toml(path)
+    problems = validate_document(doc, kind)
+    if problems:
+        raise RecipegenError(problems)
+    return doc
+
+
+def load_recipe(path: str | Path, recipes_dir: Path | None = None) -> Recipe:
+    """Load a recipe and its chain of parents; the child's values win, key by key."""
+    path = recipe_file(path)
+    chain = _load_chain(path, recipes_dir)
+    child = chain[0]
+    recipe_id = path.resolve().parent.name
+    if not RECIPE_ID.match(recipe_id):
+        raise RecipegenError(Diagnostic(child.shown, None, None, None,
+                                        f"recipe folder name '{recipe_id}' is not a valid recipe id "
+                                        "(lowercase letters, digits, '.', '_' and '-')"))
+    values: dict[str, Any] = {}
+    origins: dict[str, Origin] = {}
+    env: dict[str, str] = {}
+    env_origins: dict[str, Origin] = {}
+    mounts: dict[str, Mount] = {}
+    args: tuple = ()
+    for depth, doc in enumerate(reversed(chain)):  # root parent first, the child last
+        layer = "recipe" if depth == len(chain) - 1 else f"parent recipe {doc.path.parent.name}"
+        data = doc.data
+
+        def origin(*key: str | int) -> Origin:
+            return Origin(layer, doc.shown, doc.key_position(key).line)
+
+        for key in _SCALARS:
+            if key in data:
+                values[key] = data[key]
+                origins[key] = origin(key)
+        for name in data.get("remove_env", []):
+            env.pop(name, None)
+            env_origins.pop(name, None)
+        for name, value in data.get("env", {}).items():
+            env[name] = value
+            env_origins[name] = origin("env", name)
+        for i, m in enumerate(data.get("extra_mounts", [])):
+            mounts[m["container"]] = Mount(m["host"], m["container"], m.get("read_only", False), origin("extra_mounts", i))
+        if "args" in data or "remove_args" in data:
+            words = split_words(doc, data.get("args", []), layer)
+            args = merge_args(args, words, set(data.get("remove_args", [])))
+            origins["args"] = origin("args") if "args" in data else origins.get("args", DEFAULT)
+
+    missing = [k for k in ("engine", "docker_image", "model") if k not in values]
+    if missing:
+        raise RecipegenError(child.diagnostic((), f"missing required key '{missing[0]}' (not set by this recipe "
+                                                  "or any parent)", at_value=False))
+    props = schema("recipe")["properties"]
+
+    def get(key: str) -> Any:
+        if key not in values:
+            origins[key] = DEFAULT
+        return values.get(key, props[key].get("default"))
+
+    engine = values["engine"]
+    entrypoint = values.get("entrypoint") or ENGINE_DEFAULT_ENTRYPOINT[engine]
+    origins.setdefault("entrypoint", DEFAULT)
+    return Recipe(
+        id=recipe_id, path=path, engine=engine, name=values.get("name", recipe_id),
+        docker_image=values["docker_image"], docker_image_dir=values.get("docker_image_dir"), model=values["model"],
+        required_nodes=get("required_nodes"), tensor_parallel_size=get("tensor_parallel_size"),
+        pipeline_parallel_size=get("pipeline_parallel_size"), distributed_backend=get("distributed_backend"),
+        shm_size=get("shm_size"), entrypoint=tuple(entrypoint), args=args,
+        mounts=tuple(mounts.values()), env=env, origins=origins,
+        env_origins=env_origins, documents=tuple(chain))
+
+
+def _load_chain(path: Path, recipes_dir: Path | None) -> list[TomlDocument]:
+    chain: list[TomlDocument] = []
+    seen: dict[Path, TomlDocument] = {}
+    current, referrer = path, None
+    while True:
+        real = current.resolve()
+        if real in seen:
+            names = " -> ".join(d.shown for d in chain) + f" -> {seen[real].shown}"
+            raise RecipegenError(chain[-1].diagnostic(("extends",), f"recipes extend each other in a cycle: {names}"))
+        if referrer is not None and not current.is_file():
+            raise RecipegenError(referrer.diagnostic(("extends",), f"parent recipe '{referrer.data['extends']}' not "
+                                                                   f"found (looked for {current})"))
+        doc = load_checked(current, "recipe")
+        chain.append(doc)
+        seen[real] = doc
+        parent = doc.data.get("extends")
+        if parent is None:
+            return chain
+        current, referrer = _parent_path(doc.path, parent, recipes_dir), doc
+
+
+def _parent_path(child: Path, ref: str, recipes_dir: Path | None) -> Path:
+    """`extends` names a recipe id (a sibling folder, or one under recipes/) or a path relative to the child."""
+    if "/" not in ref and not ref.endswith(".toml"):
+        sibling = child.parent.parent / ref / RECIPE_FILE
+        if sibling.is_file() or recipes_dir is None:
+            return sibling
+        return recipes_dir / ref / RECIPE_FILE
+    return recipe_file(child.parent / ref)
+
+
+def load_cluster(path: str | Path) -> Cluster:
+    doc = load_checked(Path(path), "cluster")
+    data = doc.data
+    props = schema("cluster")["properties"]
+
+    def get(key: str) -> Any:
+        return data.get(key, props[key].get("default"))
+
+    names: dict[str, int] = {}
+    nodes = []
+    for i, raw in enumerate(data["nodes"]):
+        if raw["name"] in names:
+            raise RecipegenError(doc.diagnostic(("nodes", i, "name"), f"node name '{raw['name']}' is used twice "
+                                                                      f"(first by nodes[{names[raw['name']]}])"))
+        names[raw["name"]] = i
+        user = raw.get("user", get("user"))
+        home = raw.get("home") or (data.get("home") if "user" not in raw else None) or (
+            "/root" if user == "root" else f"/home/{user}")
+        nodes.append(Node(index=i, name=raw["name"], address=raw["address"], context=raw["context"],
+                          ssh_host=raw.get("ssh_host", raw["address"]), user=user, home=home,
+                          env=dict(raw.get("env", {}))))
+    ulimits = data.get("ulimits", {})
+    return Cluster(
+        name=data["name"], path=doc.path, user=get("user"), hf_cache=get("hf_cache"), gpu=get("gpu"),
+        rdma=get("rdma"), master_port=get("master_port"), ray_port=get("ray_port"),
+        gpu_memory_ceiling=get("gpu_memory_ceiling"), gpus_per_node=get("gpus_per_node"),
+        stop_grace_period=get("stop_grace_period"),
+        ulimits=Ulimits(memlock=ulimits.get("memlock", -1), stack=ulimits.get("stack", 67108864)),
+        env=dict(data.get("env", {})), nodes=tuple(nodes), document=doc)

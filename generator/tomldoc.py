@@ -1,0 +1,195 @@
+"""Load a TOML file: values from tomllib (the reference parser), positions from tree-sitter on demand.
+
+Positions are needed only to point at a key or value (a schema error, a lint finding, `explain`), so the
+tree-sitter pass runs lazily, the first time one is asked for.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from generator.diagnostics import Diagnostic, RecipegenError, display_path
+
+KeyPath = tuple[str | int, ...]
+
+_SYNTAX_AT = re.compile(r"\s*\(at line (\d+), column (\d+)\)$")
+_KEY_ON_LINE = re.compile(r"""^\s*\[*\s*([A-Za-z0-9_\-."' ]+?)\s*(=|\]|$)""")
+
+
+@dataclass(frozen=True)
+class Position:
+    line: int  # 1-based
+    col: int  # 1-based
+
+
+@dataclass
+class TomlDocument:
+    path: Path
+    text: str
+    data: dict[str, Any]
+    shown: str = field(default="")  # the path as printed in messages
+
+    def __post_init__(self) -> None:
+        self.shown = self.shown or display_path(self.path)
+
+    @cached_property
+    def _index(self) -> dict[KeyPath, tuple[Position, Position]]:
+        return _index_positions(self.text)
+
+    def key_position(self, path: KeyPath) -> Position:
+        """Where the key (or array element) at `path` is written; falls back to its nearest parent."""
+        return self._lookup(path, 0)
+
+    def value_position(self, path: KeyPath) -> Position:
+        """Where the value at `path` starts; falls back to its nearest parent."""
+        return self._lookup(path, 1)
+
+    def _lookup(self, path: KeyPath, which: int) -> Position:
+        while path:
+            hit = self._index.get(tuple(path))
+            if hit:
+                return hit[which]
+            path = path[:-1]
+        return Position(1, 1)
+
+    def diagnostic(self, path: KeyPath, message: str, *, at_value: bool = True, **kw: Any) -> Diagnostic:
+        pos = self.value_position(path) if at_value else self.key_position(path)
+        return Diagnostic(self.shown, pos.line, pos.col, format_key(path) or None, message, **kw)
+
+
+def format_key(path: KeyPath) -> str:
+    out = ""
+    for part in path:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += ("." if out else "") + (part if re.fullmatch(r"[A-Za-z0-9_-]+", part) else f'"{part}"')
+    return out
+
+
+def load_toml(path: str | Path) -> TomlDocument:
+    """Read and parse one TOML file; every failure becomes a RecipegenError with file, line and key."""
+    path = Path(path)
+    shown = display_path(path)
+    if path.is_dir():
+        raise RecipegenError(Diagnostic(shown, None, None, None, "is a directory, not a TOML file"))
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise RecipegenError(Diagnostic(shown, None, None, None, "no such file")) from None
+    except OSError as exc:
+        raise RecipegenError(Diagnostic(shown, None, None, None, f"cannot read: {exc.strerror or exc}")) from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        col = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise RecipegenError(Diagnostic(shown, line, col, None, "file is not UTF-8 text")) from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise RecipegenError(_syntax_diagnostic(shown, text, str(exc))) from None
+    return TomlDocument(path, text, data, shown)
+
+
+def _syntax_diagnostic(shown: str, text: str, message: str) -> Diagnostic:
+    match = _SYNTAX_AT.search(message)
+    if match:
+        line, col = int(match[1]), int(match[2])
+        message = message[: match.start()]
+    else:  # "(at end of document)"
+        message = message.replace(" (at end of document)", " at end of file")
+        line = text.count("\n") + (0 if text.endswith("\n") else 1) or 1
+        col = 1
+    lines = text.splitlines()
+    key = None
+    if 0 < line <= len(lines):
+        found = _KEY_ON_LINE.match(lines[line - 1])
+        key = found[1].strip() if found and found[1].strip() else None
+    return Diagnostic(shown, line, col, key, f"TOML syntax: {message[0].lower()}{message[1:]}")
+
+
+# --- positions -------------------------------------------------------------------------------------------
+
+_parser = None
+
+
+def _ts_parser():
+    global _parser
+    if _parser is None:
+        import tree_sitter
+        import tree_sitter_toml
+
+        _parser = tree_sitter.Parser(tree_sitter.Language(tree_sitter_toml.language()))
+    return _parser
+
+
+def _pos(node) -> Position:
+    return Position(node.start_point[0] + 1, node.start_point[1] + 1)
+
+
+def _key_parts(node) -> list[str]:
+    """The segments of a bare, quoted or dotted key node, decoded as TOML decodes them."""
+    if node.type == "dotted_key":
+        return [part for child in node.named_children for part in _key_parts(child)]
+    text = node.text.decode("utf-8")
+    if node.type == "quoted_key":
+        return [next(iter(tomllib.loads(f"{text} = 0")))]
+    return [text]
+
+
+def _index_positions(text: str) -> dict[KeyPath, tuple[Position, Position]]:
+    """Map every key path (tables, keys, array elements) to the positions of its key and its value."""
+    index: dict[KeyPath, tuple[Position, Position]] = {}
+    table_array_len: dict[KeyPath, int] = {}
+    tree = _ts_parser().parse(text.encode("utf-8"))
+
+    def resolve(parts: list[str]) -> KeyPath:
+        # [nodes.env] after the 2nd [[nodes]] means nodes[1].env: insert the current element index.
+        out: KeyPath = ()
+        for part in parts:
+            out += (part,)
+            if out in table_array_len:
+                out += (table_array_len[out] - 1,)
+        return out
+
+    def visit_value(path: KeyPath, node) -> None:
+        if node.type == "array":
+            for i, child in enumerate(c for c in node.named_children if c.type != "comment"):
+                index[path + (i,)] = (_pos(child), _pos(child))
+                visit_value(path + (i,), child)
+        elif node.type == "inline_table":
+            for pair in node.named_children:
+                if pair.type == "pair":
+                    visit_pair(path, pair)
+
+    def visit_pair(base: KeyPath, pair) -> None:
+        key_node, value_node = pair.named_children[0], pair.named_children[-1]
+        parts = _key_parts(key_node)
+        for depth in range(1, len(parts)):
+            index.setdefault(base + tuple(parts[:depth]), (_pos(key_node), _pos(key_node)))
+        path = base + tuple(parts)
+        index[path] = (_pos(key_node), _pos(value_node))
+        visit_value(path, value_node)
+
+    for top in tree.root_node.named_children:
+        if top.type == "pair":
+            visit_pair((), top)
+        elif top.type in ("table", "table_array_element"):
+            header = next(c for c in top.named_children if c.type in ("bare_key", "quoted_key", "dotted_key"))
+            parts = _key_parts(header)
+            if top.type == "table_array_element":
+                parent = resolve(parts[:-1]) + (parts[-1],)
+                table_array_len[parent] = table_array_len.get(parent, 0) + 1
+                index.setdefault(parent, (_pos(header), _pos(header)))
+            base = resolve(parts)
+            index[base] = (_pos(header), _pos(header))
+            for child in top.named_children:
+                if child.type == "pair":
+                    visit_pair(base, child)
+    return index

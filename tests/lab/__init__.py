@@ -1,0 +1,7 @@
+"""The recipegen test lab: several simulated DGX Spark nodes on one machine (see netlab.Lab)."""
+
+from .image import IMAGE
+from .netlab import IFNAME, LAB_MEMLOCK, Lab, Node, unavailable_reason
+from .sysutil import LabError
+
+__all__ = ["IFNAME", "IMAGE", "LAB_MEMLOCK", "Lab", "LabError", "Node", "unavailable_reason"]

