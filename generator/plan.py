@@ -12,7 +12,7 @@ from pathlib import Path
 
 from generator.diagnostics import RecipegenError
 from generator.engines import rank_command, rank_env, serve_port, served_model_name
-from generator.model import COMPILER, HF_CACHE_IN_CONTAINER, Cluster, Node, Origin, Recipe, Ulimits
+from generator.model import COMPILER, HF_CACHE_IN_CONTAINER, Arg, Cluster, Node, Origin, Recipe, Ulimits
 
 LABEL_PREFIX = "dev.recipegen"
 RESTART_ATTEMPTS = 3  # a rank whose peers are gone must not restart forever
@@ -35,19 +35,13 @@ class Volume:
 
 
 @dataclass(frozen=True)
-class Word:
-    value: str
-    origin: Origin
-
-
-@dataclass(frozen=True)
 class NodePlan:
     recipe_id: str
     node: Node
     rank: int
     image: str
     build_context: str | None  # path relative to the compose file's folder
-    command: tuple[Word, ...]
+    command: tuple[Arg, ...]  # the argv, each word with where it came from
     env: tuple[EnvVar, ...]
     volumes: tuple[Volume, ...]
     shm_size: str
@@ -64,7 +58,7 @@ class NodePlan:
 
     @property
     def argv(self) -> tuple[str, ...]:
-        return tuple(w.value for w in self.command)
+        return tuple(w.word for w in self.command)
 
     @property
     def environment(self) -> dict[str, str]:
@@ -110,16 +104,17 @@ def plan_recipe(recipe: Recipe, cluster: Cluster, project_root: Path, out_dir: P
 def _plan_node(recipe: Recipe, cluster: Cluster, rank: int, digest: str, root: Path, out_dir: Path) -> NodePlan:
     node = cluster.nodes[rank]
     command = rank_command(recipe, cluster, rank)
-    user_origins = [a.origin for a in recipe.args]
-    words, user_i = [], 0
+    user_origins = iter(a.origin for a in recipe.args)
+    starts_with_entrypoint = command.argv[: len(recipe.entrypoint)] == recipe.entrypoint
+    words = []
     for i, value in enumerate(command.argv):
-        if i < len(recipe.entrypoint) and command.argv[: len(recipe.entrypoint)] == recipe.entrypoint:
-            words.append(Word(value, recipe.origins.get("entrypoint", COMPILER)))
-        elif i in command.compiler_words or user_i >= len(user_origins):
-            words.append(Word(value, COMPILER))
-        else:
-            words.append(Word(value, user_origins[user_i]))
-            user_i += 1
+        if starts_with_entrypoint and i < len(recipe.entrypoint):
+            origin = recipe.origins["entrypoint"]
+        elif i in command.compiler_words:
+            origin = COMPILER
+        else:  # the recipe's own words follow the compiler's, in order
+            origin = next(user_origins, COMPILER)
+        words.append(Arg(value, origin))
     volumes = [Volume(node.expand_home(cluster.hf_cache), HF_CACHE_IN_CONTAINER, False,
                       Origin("cluster", cluster.document.shown,
                              cluster.document.key_position(("hf_cache",)).line if "hf_cache" in cluster.document.data

@@ -1,0 +1,190 @@
+"""up / down / ps / logs of a compiled recipe across its nodes. Every step runs on all nodes at once and
+returns data; the CLI prints it."""
+
+from __future__ import annotations
+
+import json
+import queue
+import subprocess
+import threading
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from typing import Callable, Iterator
+
+from generator.deploy.docker import DockerError
+from generator.deploy.targets import Deployment, Target, each
+
+READY_POLL_SECONDS = 1.0
+
+
+@dataclass(frozen=True)
+class RankState:
+    node: str
+    context: str
+    container: str
+    state: str  # running, exited, restarting, created, missing, unreachable
+    status: str  # docker's words: "Up 3 minutes", "Exited (1) 2 seconds ago"
+    restarts: int = 0
+
+    @property
+    def health(self) -> str:
+        for word in ("healthy", "unhealthy", "health: starting"):
+            if f"({word})" in self.status:
+                return word
+        return "-"
+
+    @property
+    def failed(self) -> bool:
+        return self.state in ("exited", "dead", "restarting", "missing") or self.restarts > 0
+
+
+class DeployFailed(Exception):
+    def __init__(self, message: str, logs: dict[str, str] | None = None):
+        super().__init__(message)
+        self.logs = logs or {}
+
+
+def rank_states(dep: Deployment) -> list[RankState]:
+    def state(target: Target) -> RankState:
+        ctx = target.plan.node.context
+        try:
+            rows = target.docker.containers(dep.label)
+        except DockerError as exc:
+            return RankState(target.name, ctx, "-", "unreachable", exc.detail)
+        if not rows:
+            return RankState(target.name, ctx, "-", "missing", "no container")
+        row = rows[0]
+        restarts = 0
+        if row.get("State") in ("restarting", "running", "exited"):
+            try:
+                restarts = int(target.docker.inspect(row["ID"])[0].get("RestartCount", 0))
+            except (DockerError, IndexError, ValueError):
+                pass
+        return RankState(target.name, ctx, row.get("Names", "-"), row.get("State", "?"), row.get("Status", ""), restarts)
+
+    results = each(dep.targets, state)
+    return [r if isinstance(r, RankState) else RankState(t.name, t.plan.node.context, "-", "unreachable", str(r))
+            for t, r in zip(dep.targets, results.values())]
+
+
+def start(dep: Deployment) -> dict[str, str | None]:
+    """`compose up -d` on every node at once; returns each node's error or None. A second `up` of the same
+    files leaves the running containers alone (same project, same configuration)."""
+    def up(target: Target) -> None:
+        target.docker.compose(str(target.compose_file), "up", "-d", "--remove-orphans", timeout=1800)
+
+    return {name: (None if r is None else _reason(r)) for name, r in each(dep.targets, up).items()}
+
+
+def stop(dep: Deployment) -> dict[str, str | None]:
+    """`compose down` on every node at once; a node that does not answer is reported, the others cleaned."""
+    grace = _seconds(dep.plan.head.stop_grace_period)
+
+    def down(target: Target) -> None:
+        target.docker.server_version()
+        file = str(target.compose_file) if target.compose_file.is_file() else ""
+        target.docker.compose(file, "down", "--remove-orphans", "--timeout", str(grace), project=dep.project,
+                              timeout=grace + 120)
+
+    return {name: (None if r is None else _reason(r)) for name, r in each(dep.targets, down).items()}
+
+
+def last_logs(dep: Deployment, lines: int = 30) -> dict[str, str]:
+    def tail(target: Target) -> str:
+        rows = target.docker.containers(dep.label)
+        return target.docker.logs_tail(rows[0]["ID"], lines) if rows else "(no container)"
+
+    return {name: (r if isinstance(r, str) else f"(logs unavailable: {_reason(r)})")
+            for name, r in each(dep.targets, tail).items()}
+
+
+def wait_until_serving(dep: Deployment, timeout: float, on_change: Callable[[str, str], None]) -> None:
+    """Poll until the head answers /health and /v1/models lists the served model; fail as soon as a rank dies."""
+    deadline = time.monotonic() + timeout
+    seen: dict[str, str] = {}
+    phase = "starting"
+    while True:
+        for rank in rank_states(dep):
+            shown = rank.state + (f" ({rank.restarts} restarts)" if rank.restarts else "")
+            if seen.get(rank.node) != shown:
+                seen[rank.node] = shown
+                on_change(rank.node, shown)
+            if rank.failed:
+                raise DeployFailed(f"rank on {rank.node} is {rank.state}: {rank.status}")
+        health = _get(f"{dep.url}/health")
+        if health is not None and phase == "starting":
+            phase = "healthy"
+            on_change(dep.head.name, "/health answers")
+        if health is not None:
+            models = _get(f"{dep.url}/v1/models")
+            if models and dep.plan.served_model_name in _model_ids(models):
+                on_change(dep.head.name, f"serving {dep.plan.served_model_name} at {dep.url}")
+                return
+        if time.monotonic() > deadline:
+            raise DeployFailed(f"the head did not serve {dep.plan.served_model_name} at {dep.url} within {timeout:.0f}s")
+        time.sleep(READY_POLL_SECONDS)
+
+
+def follow_logs(dep: Deployment, follow: bool, tail: int | None, nodes: set[str] | None) -> Iterator[tuple[str, str]]:
+    """Merged log lines of the chosen nodes, as (node, line), in the order they arrive."""
+    lines: queue.Queue = queue.Queue()
+    procs: list[subprocess.Popen] = []
+    targets = [t for t in dep.targets if nodes is None or t.name in nodes]
+    ids = each(targets, lambda t: (t.docker.containers(dep.label) or [{}])[0].get("ID"))
+
+    def pump(name: str, proc: subprocess.Popen) -> None:
+        for raw in iter(proc.stdout.readline, b""):
+            lines.put((name, raw.decode("utf-8", errors="replace").rstrip("\n")))
+        proc.wait()
+        lines.put((name, None))
+
+    for target in targets:
+        cid = ids[target.name]
+        if not isinstance(cid, str):
+            yield target.name, f"(no container: {_reason(cid) if isinstance(cid, BaseException) else 'not started'})"
+            continue
+        args = ["logs", *(["-f"] if follow else []), *(["--tail", str(tail)] if tail is not None else []), cid]
+        proc = subprocess.Popen(target.docker.command(*args), stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        procs.append(proc)
+        threading.Thread(target=pump, args=(target.name, proc), daemon=True).start()
+    open_streams = len(procs)
+    try:
+        while open_streams:
+            name, line = lines.get()
+            if line is None:
+                open_streams -= 1
+            else:
+                yield name, line
+    finally:
+        for proc in procs:
+            proc.kill() if proc.poll() is None else None
+
+
+def _get(url: str) -> bytes | None:
+    try:
+        with urllib.request.urlopen(url, timeout=3) as response:  # noqa: S310 - the head's own address
+            return response.read() if response.status == 200 else None
+    except (urllib.error.URLError, OSError, ValueError):
+        return None
+
+
+def _model_ids(body: bytes) -> set[str]:
+    try:
+        return {m.get("id") for m in json.loads(body).get("data", [])}
+    except (ValueError, AttributeError, TypeError):
+        return set()
+
+
+def _seconds(duration: str) -> int:
+    import re
+
+    total = 0.0
+    for number, unit in re.findall(r"([0-9.]+)(us|ms|s|m|h)", duration):
+        total += float(number) * {"us": 1e-6, "ms": 1e-3, "s": 1, "m": 60, "h": 3600}[unit]
+    return max(1, int(total))
+
+
+def _reason(exc: BaseException) -> str:
+    return exc.detail if isinstance(exc, DockerError) else str(exc)

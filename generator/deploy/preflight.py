@@ -1,0 +1,103 @@
+"""Before anything starts anywhere: every node answers, has the image, the GPU runtime, the ulimits and the
+host paths the ranks need. Checked on all nodes at once; one failure means nothing starts."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from generator.deploy.docker import DockerError
+from generator.deploy.targets import Deployment, Target, each
+
+
+@dataclass
+class NodeReport:
+    node: str
+    context: str
+    problems: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    image_id: str | None = None
+
+
+def preflight(dep: Deployment) -> dict[str, NodeReport]:
+    results = each(dep.targets, _check_node)
+    reports: dict[str, NodeReport] = {}
+    for target in dep.targets:
+        result = results[target.name]
+        if isinstance(result, BaseException):
+            result = NodeReport(target.name, target.plan.node.context, [f"preflight failed: {result}"])
+        reports[target.name] = result
+    ids = {r.image_id for r in reports.values() if r.image_id}
+    if len(ids) > 1:
+        listing = ", ".join(f"{r.node}={r.image_id[7:19] if r.image_id.startswith('sha256:') else r.image_id[:12]}"
+                            for r in reports.values() if r.image_id)
+        for report in reports.values():
+            report.problems.append(f"image {dep.plan.head.image} differs across nodes ({listing}): "
+                                   "ranks must run the same build")
+    return reports
+
+
+def _check_node(target: Target) -> NodeReport:
+    plan, docker = target.plan, target.docker
+    report = NodeReport(target.name, plan.node.context)
+    try:
+        docker.server_version()
+    except DockerError as exc:
+        report.problems.append(f"context '{plan.node.context}' does not answer: {exc.detail}")
+        return report
+    if not target.compose_file.is_file():
+        report.problems.append(f"{target.compose_file} is missing: run `recipegen build`")
+    try:
+        report.image_id = docker.image_id(plan.image)
+    except DockerError as exc:
+        report.problems.append(f"cannot inspect image {plan.image}: {exc.detail}")
+        return report
+    if report.image_id is None:
+        if plan.build_context:
+            report.notes.append(f"image {plan.image} is not there yet; compose will build it")
+        else:
+            report.problems.append(f"image {plan.image} is not on this node (load it there, or `recipegen images`)")
+        return report
+    problem = _trial_run(target)
+    if problem:
+        report.problems.append(problem)
+    return report
+
+
+def _trial_run(target: Target) -> str | None:
+    """Create the rank's container shape (GPU request, ulimits, devices, read-only mounts) with `true` as the
+    command: what would fail at `up` fails here, in a second, before any rank has started."""
+    plan = target.plan
+    args = ["run", "--rm", "--network", "none", "--entrypoint", "true",
+            "--ulimit", f"memlock={plan.ulimits.memlock}:{plan.ulimits.memlock}",
+            "--ulimit", f"stack={plan.ulimits.stack}:{plan.ulimits.stack}", "--shm-size", plan.shm_size]
+    if plan.gpu == "nvidia":
+        args += ["--gpus", "all"]
+    elif plan.gpu == "cdi":
+        args += ["--device", "nvidia.com/gpu=all"]
+    if plan.rdma:
+        args += ["--cap-add", "IPC_LOCK", "--device", "/dev/infiniband:/dev/infiniband"]
+    for i, volume in enumerate(plan.volumes):
+        if volume.read_only:  # read-write ones are created by compose (create_host_path)
+            args += ["--mount", f"type=bind,source={volume.source},target=/recipegen-check/{i},readonly"]
+    try:
+        target.docker.run(*args, plan.image, timeout=120)
+    except DockerError as exc:
+        return _explain_trial(exc.stderr or exc.stdout, target)
+    return None
+
+
+def _explain_trial(stderr: str, target: Target) -> str:
+    text = " ".join(stderr.split())
+    if "bind source path does not exist" in text:
+        path = text.split("bind source path does not exist:", 1)[1].strip().split()[0]
+        return f"host path {path} does not exist on this node (a read-only mount needs it)"
+    if "could not select device driver" in text or "nvidia-container" in text:
+        return "no NVIDIA GPU runtime: the engine cannot give containers the GPU (install the NVIDIA Container Toolkit)"
+    if "unresolvable CDI devices" in text or "CDI" in text:
+        return "CDI device nvidia.com/gpu=all is not known to this engine (generate the CDI spec: nvidia-ctk cdi generate)"
+    if "rlimit" in text or "ulimit" in text:
+        return (f"ulimits cannot be applied (memlock={target.plan.ulimits.memlock}): raise the hard limit on the node "
+                "or lower `[ulimits]` in the cluster file")
+    if "/dev/infiniband" in text:
+        return "no /dev/infiniband on this node although the cluster says rdma = true"
+    return f"a trial container could not start: {text[-300:]}"

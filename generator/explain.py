@@ -1,0 +1,70 @@
+"""`recipegen explain`: the resolved recipe and each node's exact command and environment, every value with
+where it came from (parent recipe, recipe, cluster, node, compiler, default). Reads the plan only."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from generator.argwords import group_flags
+from generator.model import Origin
+from generator.plan import NodePlan, RecipePlan
+
+_RECIPE_KEYS = ("engine", "name", "docker_image", "docker_image_dir", "model", "required_nodes",
+                "tensor_parallel_size", "pipeline_parallel_size", "distributed_backend", "shm_size", "entrypoint")
+
+
+@dataclass(frozen=True)
+class Line:
+    text: str
+    origin: Origin | None = None
+    note: str = ""
+
+
+def explain(plan: RecipePlan, node_name: str | None = None) -> list[tuple[str, list[Line]]]:
+    """Sections of (title, lines); the CLI lays them out."""
+    recipe = plan.recipe
+    chain = " <- ".join(d.shown for d in recipe.documents)
+    resolved = [Line(f"{key} = {_show(getattr(recipe, key))}", recipe.origins.get(key)) for key in _RECIPE_KEYS]
+    resolved += [Line(f"mount {m.host} -> {m.container}{' (ro)' if m.read_only else ''}", m.origin)
+                 for m in recipe.mounts]
+    sections = [(f"recipe {recipe.id} ({chain})", resolved)]
+    for node in plan.nodes:
+        if node_name is None or node.node.name == node_name:
+            sections.append(_node_section(plan, node))
+    return sections
+
+
+def _node_section(plan: RecipePlan, node: NodePlan) -> tuple[str, list[Line]]:
+    role = "head" if node.is_head else "worker"
+    title = (f"node {node.node.name}: rank {node.rank} ({role}), context {node.node.context}, "
+             f"address {node.node.address}")
+    lines = [Line("command:")]
+    for group in group_flags(node.command):
+        runs: list[list] = []  # split where the origin changes (entrypoint, then the compiler's model)
+        for arg in group.args:
+            if group.flag is None and runs and runs[-1][0].origin != arg.origin:
+                runs.append([arg])
+            elif runs:
+                runs[-1].append(arg)
+            else:
+                runs.append([arg])
+        lines += [Line("  " + " ".join(_quote(a.word) for a in run), run[0].origin) for run in runs]
+    lines.append(Line("environment:"))
+    for var in node.env:
+        note = "overrides " + ", ".join(o.layer for o in var.overrides) if var.overrides else ""
+        lines.append(Line(f"  {var.name}={_quote(var.value)}", var.origin, note))
+    lines.append(Line("volumes:"))
+    lines += [Line(f"  {v.source} -> {v.target}{' (ro)' if v.read_only else ''}", v.origin) for v in node.volumes]
+    return title, lines
+
+
+def _show(value: object) -> str:
+    if isinstance(value, tuple):
+        return "[" + ", ".join(map(repr, value)) + "]"
+    return repr(value) if isinstance(value, str) else str(value)
+
+
+def _quote(word: str) -> str:
+    import shlex
+
+    return shlex.quote(word)
