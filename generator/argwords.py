@@ -13,29 +13,37 @@ from generator.diagnostics import RecipegenError
 from generator.model import Arg, Origin
 from generator.tomldoc import TomlDocument
 
+_SHELL_QUOTES = ("'", '"', "\\")
+_BLANKS = re.compile(r"[ \t\r\n]+")  # shlex's whitespace in POSIX mode (not str.split()'s unicode spaces)
 _NUMBER = re.compile(r"^-\d+(\.\d+)?([eE][-+]?\d+)?$")
 
 
 def split_words(doc: TomlDocument, items: list[str], layer: str, key: str = "args") -> tuple[Arg, ...]:
-    """Shell-split `items` exactly as the launcher did, keeping for each word the element it came from."""
+    """Shell-split `items` exactly as the launcher did (join with spaces, split as POSIX sh), keeping for each
+    word the element it came from.
+
+    When every element splits on its own, quotes are balanced inside each one, so splitting the joined string
+    gives exactly the concatenation of the elements' words; only then is each word's element known for sure.
+    """
 
     def origin(i: int) -> Origin:
-        return Origin(layer, doc.shown, doc.value_position((key, i)).line)
+        return doc.origin(layer, (key, i), value=True)
 
-    try:
-        whole = shlex.split(" ".join(items))
-    except ValueError as exc:  # unbalanced quotes; find the first element that cannot be split alone
+    words: list[Arg] = []
+    for i, item in enumerate(items):
+        if not any(c in item for c in _SHELL_QUOTES):  # no quotes: splitting on blanks is the shell's split
+            words.extend(Arg(word, origin(i)) for word in _BLANKS.split(item) if word)
+        elif _splits(item):
+            words.extend(Arg(word, origin(i)) for word in shlex.split(item))
+        else:
+            break
+    else:
+        return tuple(words)
+    try:  # quotes spanning several elements: the words are right, their lines approximate (the first element)
+        return tuple(Arg(word, origin(0)) for word in shlex.split(" ".join(items)))
+    except ValueError as exc:
         bad = next((i for i, item in enumerate(items) if not _splits(item)), len(items) - 1)
         raise RecipegenError(doc.diagnostic((key, bad), f"cannot split into shell words: {exc}")) from None
-    per_item: list[Arg] = []
-    for i, item in enumerate(items):
-        if not _splits(item):
-            break
-        per_item.extend(Arg(word, origin(i)) for word in shlex.split(item))
-    if [a.word for a in per_item] == whole:
-        return tuple(per_item)
-    # Quotes spanning several elements: the words are right, their lines approximate (the first element).
-    return tuple(Arg(word, origin(0)) for word in whole)
 
 
 def _splits(item: str) -> bool:

@@ -65,9 +65,11 @@ def build(recipes: tuple[str, ...], cluster_path: Path | None, out_dir: Path | N
     prune = not recipes
     if check:
         diffs = differences(out, result.files, ids, prune)
-        for d in diffs:
-            click.echo(f"{out / d.path}: {d.kind} (run `recipegen build`)", err=True)
+        for d in diffs[:20]:
+            click.echo(f"{out / d.path}: {d.kind}", err=True)
         if diffs:
+            more = f" ({len(diffs) - 20} more not shown)" if len(diffs) > 20 else ""
+            click.echo(f"{out}: {len(diffs)} file(s) differ from a fresh build{more}; run `recipegen build`", err=True)
             sys.exit(1)
         click.echo(f"{out}: up to date ({len(result.files)} files)")
         return

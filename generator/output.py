@@ -84,10 +84,9 @@ def write_tree(out_dir: Path, files: dict[str, str], recipe_ids: list[str], prun
                 _inside(out_dir, path)
                 target = staging / path
                 target.parent.mkdir(parents=True, exist_ok=True)
+                # No fsync: out/ is derived and rebuilt at will; renames keep each reader's view whole.
                 with open(target, "w", encoding="utf-8", newline="\n") as fh:
                     fh.write(text)
-                    fh.flush()
-                    os.fsync(fh.fileno())
         moved: list[str] = []
         try:
             for name in changed:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from generator.diagnostics import RecipegenError
 from generator.engines import rank_command, rank_env, serve_port, served_model_name
-from generator.model import COMPILER, HF_CACHE_IN_CONTAINER, Arg, Cluster, Node, Origin, Recipe, Ulimits
+from generator.model import COMPILER, DEFAULT, HF_CACHE_IN_CONTAINER, Arg, Cluster, Node, Origin, Recipe, Ulimits
 
 LABEL_PREFIX = "dev.recipegen"
 RESTART_ATTEMPTS = 3  # a rank whose peers are gone must not restart forever
@@ -115,10 +115,8 @@ def _plan_node(recipe: Recipe, cluster: Cluster, rank: int, digest: str, root: P
         else:  # the recipe's own words follow the compiler's, in order
             origin = next(user_origins, COMPILER)
         words.append(Arg(value, origin))
-    volumes = [Volume(node.expand_home(cluster.hf_cache), HF_CACHE_IN_CONTAINER, False,
-                      Origin("cluster", cluster.document.shown,
-                             cluster.document.key_position(("hf_cache",)).line if "hf_cache" in cluster.document.data
-                             else None))]
+    hf_origin = cluster.document.origin("cluster", ("hf_cache",)) if "hf_cache" in cluster.document.data else DEFAULT
+    volumes = [Volume(node.expand_home(cluster.hf_cache), HF_CACHE_IN_CONTAINER, False, hf_origin)]
     volumes += [Volume(node.expand_home(m.host), m.container, m.read_only, m.origin) for m in recipe.mounts]
     labels = (
         (f"{LABEL_PREFIX}.recipe", recipe.id),
@@ -139,9 +137,8 @@ def _environment(recipe: Recipe, cluster: Cluster, node: Node, rank: int) -> tup
     """Cluster env, then the node's, then the recipe's, then what the compiler owns: later layers win."""
     doc = cluster.document
     layers: list[tuple[dict[str, str], callable]] = [
-        (cluster.env, lambda k: Origin("cluster", doc.shown, doc.key_position(("env", k)).line)),
-        (node.env, lambda k: Origin(f"node {node.name}", doc.shown,
-                                    doc.key_position(("nodes", node.index, "env", k)).line)),
+        (cluster.env, lambda k: doc.origin("cluster", ("env", k))),
+        (node.env, lambda k: doc.origin(f"node {node.name}", ("nodes", node.index, "env", k))),
         (recipe.env, lambda k: recipe.env_origins[k]),
         (rank_env(recipe, cluster, rank), lambda k: COMPILER),
     ]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import re
-from functools import cache
+from functools import cache, lru_cache
 
 import jinja2
 
@@ -30,22 +30,32 @@ class Raw(str):
     """Template-made text that is already valid YAML (never a user value)."""
 
 
+_PLAIN_SCALAR = re.compile(r"^[A-Za-z0-9_./:,=+@%-]*$")
+
+
 def yaml_scalar(value: object) -> str:
     if isinstance(value, Raw):
         return value
+    if isinstance(value, str):
+        return _quote(value)
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, int):
         return str(value)
-    if isinstance(value, str):
-        value = value.replace("$", "$$")
-        if ('"' in value or "\\" in value) and _SINGLE_QUOTABLE.match(value):
-            return "'" + value.replace("'", "''") + "'"  # JSON reads better without backslashes
-        quoted = json.dumps(value, ensure_ascii=False)
-        return _YAML_UNSAFE.sub(lambda m: f"\\u{ord(m[0]):04x}", quoted)
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(yaml_scalar(v) for v in value) + "]"
     raise TypeError(f"templates may only print strings, numbers and lists, not {type(value).__name__}")
+
+
+@lru_cache(maxsize=8192)  # the same values recur on every node of a recipe
+def _quote(value: str) -> str:
+    if _PLAIN_SCALAR.match(value):  # nothing to escape: the common case
+        return f'"{value}"'
+    value = value.replace("$", "$$")  # Compose interpolates `$`; `$$` is a literal one
+    if ('"' in value or "\\" in value) and _SINGLE_QUOTABLE.match(value):
+        return "'" + value.replace("'", "''") + "'"  # JSON reads better without backslashes
+    quoted = json.dumps(value, ensure_ascii=False)
+    return _YAML_UNSAFE.sub(lambda m: f"\\u{ord(m[0]):04x}", quoted)
 
 
 _PLAIN_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")

@@ -55,7 +55,7 @@ def load_recipe(path: str | Path, recipes_dir: Path | None = None) -> Recipe:
         data = doc.data
 
         def origin(*key: str | int) -> Origin:
-            return Origin(layer, doc.shown, doc.key_position(key).line)
+            return doc.origin(layer, key)
 
         for key in _SCALARS:
             if key in data:

