@@ -67,9 +67,8 @@ def served_model_name(recipe: Recipe) -> str:
     return flag_value(recipe, "--served-model-name") or recipe.model
 
 
-def rank_command(recipe: Recipe, cluster: Cluster, rank: int) -> RankCommand:
-    head = cluster.nodes[0]
-    node = cluster.nodes[rank]
+def rank_command(recipe: Recipe, cluster: Cluster, nodes: tuple[Node, ...], rank: int) -> RankCommand:
+    head, node = nodes[0], nodes[rank]
     multi = recipe.required_nodes > 1
     user = [a.word for a in recipe.args]
     if recipe.engine == "sglang":
@@ -119,13 +118,13 @@ def _assemble(entrypoint: tuple[str, ...], owned: list[str], user: list[str]) ->
     return RankCommand(argv, frozenset(range(start, start + len(owned))))
 
 
-def rank_env(recipe: Recipe, cluster: Cluster, rank: int) -> dict[str, str]:
+def rank_env(recipe: Recipe, cluster: Cluster, nodes: tuple[Node, ...], rank: int) -> dict[str, str]:
     """Variables a rank needs to find itself and its head."""
-    node: Node = cluster.nodes[rank]
+    node = nodes[rank]
     env: dict[str, str] = {}
     if recipe.engine == "vllm":
         env["VLLM_HOST_IP"] = node.address
     if recipe.required_nodes > 1:
-        env["MASTER_ADDR"] = cluster.nodes[0].address
+        env["MASTER_ADDR"] = nodes[0].address
         env["MASTER_PORT"] = str(cluster.master_port)
     return env

@@ -122,11 +122,15 @@ def _parallel_size(recipe, cluster):
                f"{gpus_per_node} GPU = {gpus}: every GPU of the nodes used must hold a rank")
 
 
-@rule("too-many-nodes", ERROR, "the recipe needs more nodes than the cluster has")
+@rule("too-many-nodes", ERROR, "the recipe needs more nodes than the cluster has, or names nodes it lacks")
 def _too_many_nodes(recipe, cluster):
-    if cluster and recipe.required_nodes > len(cluster.nodes):
-        yield (recipe.origins["required_nodes"], "required_nodes",
-               f"needs {recipe.required_nodes} nodes but cluster '{cluster.name}' has {len(cluster.nodes)}")
+    if cluster is None:
+        return
+    try:
+        cluster.nodes_for(recipe)
+    except LookupError as exc:
+        key = "nodes" if recipe.nodes is not None else "required_nodes"
+        yield recipe.origins[key], key, str(exc)
 
 
 @rule("sglang-backend", ERROR, "SGLang wires its ranks itself; the ray backend is vLLM's")
@@ -168,7 +172,7 @@ def _gpu_memory(recipe, cluster):
 def _fabric_env(recipe, cluster):
     if cluster is None:
         return
-    fabric = set(cluster.env) | {k for n in cluster.nodes[: recipe.required_nodes] for k in n.env}
+    fabric = set(cluster.env) | {k for n in cluster.nodes for k in n.env}
     for name, value in recipe.env.items():
         if FABRIC_ENV.match(name) and name in fabric:
             yield (recipe.env_origins[name], f"env.{name}",

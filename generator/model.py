@@ -90,6 +90,7 @@ class Recipe:
     docker_image_dir: str | None
     model: str
     required_nodes: int
+    nodes: tuple[str, ...] | None  # node names chosen by the recipe, or None for the cluster's first N
     tensor_parallel_size: int
     pipeline_parallel_size: int
     distributed_backend: str
@@ -150,6 +151,21 @@ class Cluster:
     env: dict[str, str]
     nodes: tuple[Node, ...]
     document: TomlDocument
+
+    def nodes_for(self, recipe: "Recipe") -> tuple[Node, ...]:
+        """The nodes a recipe runs on, head first; LookupError says why there are none."""
+        if recipe.nodes is None:
+            if recipe.required_nodes > len(self.nodes):
+                raise LookupError(f"needs {recipe.required_nodes} nodes but cluster '{self.name}' has {len(self.nodes)}")
+            return self.nodes[: recipe.required_nodes]
+        if len(recipe.nodes) != recipe.required_nodes:
+            raise LookupError(f"names {len(recipe.nodes)} node(s) but required_nodes is {recipe.required_nodes}")
+        known = {n.name: n for n in self.nodes}
+        missing = [name for name in recipe.nodes if name not in known]
+        if missing:
+            raise LookupError(f"cluster '{self.name}' has no node {', '.join(map(repr, missing))} "
+                              f"(it has {', '.join(known)})")
+        return tuple(known[name] for name in recipe.nodes)
 
     def node(self, name: str) -> Node:
         for node in self.nodes:

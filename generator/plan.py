@@ -90,20 +90,22 @@ def shm_bytes(size: str) -> int:
 
 
 def plan_recipe(recipe: Recipe, cluster: Cluster, project_root: Path, out_dir: Path) -> RecipePlan:
-    if recipe.required_nodes > len(cluster.nodes):
-        raise RecipegenError(recipe.document.diagnostic(
-            ("required_nodes",), f"needs {recipe.required_nodes} nodes but cluster '{cluster.name}' "
-                                 f"({_shown(cluster.path, project_root)}) has {len(cluster.nodes)}"))
-    digest = input_hash(recipe, cluster)
-    nodes = tuple(_plan_node(recipe, cluster, rank, digest, project_root, out_dir)
-                  for rank in range(recipe.required_nodes))
+    try:
+        chosen = cluster.nodes_for(recipe)
+    except LookupError as exc:
+        key = "nodes" if recipe.nodes is not None else "required_nodes"
+        raise RecipegenError(recipe.document.diagnostic((key,), str(exc))) from None
+    digest = input_hash(recipe, cluster, chosen)
+    nodes = tuple(_plan_node(recipe, cluster, chosen, rank, digest, project_root, out_dir)
+                  for rank in range(len(chosen)))
     return RecipePlan(recipe, cluster, nodes, digest, serve_port(recipe), served_model_name(recipe),
                       _shown(recipe.path, project_root), _shown(cluster.path, project_root))
 
 
-def _plan_node(recipe: Recipe, cluster: Cluster, rank: int, digest: str, root: Path, out_dir: Path) -> NodePlan:
-    node = cluster.nodes[rank]
-    command = rank_command(recipe, cluster, rank)
+def _plan_node(recipe: Recipe, cluster: Cluster, chosen: tuple[Node, ...], rank: int, digest: str, root: Path,
+               out_dir: Path) -> NodePlan:
+    node = chosen[rank]
+    command = rank_command(recipe, cluster, chosen, rank)
     user_origins = iter(a.origin for a in recipe.args)
     starts_with_entrypoint = command.argv[: len(recipe.entrypoint)] == recipe.entrypoint
     words = []
@@ -128,19 +130,19 @@ def _plan_node(recipe: Recipe, cluster: Cluster, rank: int, digest: str, root: P
     return NodePlan(
         recipe_id=recipe.id, node=node, rank=rank, image=recipe.docker_image,
         build_context=_build_context(recipe, root, out_dir / recipe.id / node.name), command=tuple(words),
-        env=_environment(recipe, cluster, node, rank), volumes=tuple(volumes), shm_size=recipe.shm_size,
+        env=_environment(recipe, cluster, chosen, rank), volumes=tuple(volumes), shm_size=recipe.shm_size,
         ulimits=cluster.ulimits, gpu=cluster.gpu, rdma=cluster.rdma, labels=labels,
         restart_attempts=RESTART_ATTEMPTS, stop_grace_period=cluster.stop_grace_period)
 
 
-def _environment(recipe: Recipe, cluster: Cluster, node: Node, rank: int) -> tuple[EnvVar, ...]:
+def _environment(recipe: Recipe, cluster: Cluster, chosen: tuple[Node, ...], rank: int) -> tuple[EnvVar, ...]:
     """Cluster env, then the node's, then the recipe's, then what the compiler owns: later layers win."""
-    doc = cluster.document
+    doc, node = cluster.document, chosen[rank]
     layers: list[tuple[dict[str, str], callable]] = [
         (cluster.env, lambda k: doc.origin("cluster", ("env", k))),
         (node.env, lambda k: doc.origin(f"node {node.name}", ("nodes", node.index, "env", k))),
         (recipe.env, lambda k: recipe.env_origins[k]),
-        (rank_env(recipe, cluster, rank), lambda k: COMPILER),
+        (rank_env(recipe, cluster, chosen, rank), lambda k: COMPILER),
     ]
     merged: dict[str, EnvVar] = {}
     for values, origin_of in layers:
@@ -176,7 +178,7 @@ def _shown(path: Path, root: Path) -> str:
         return path.name
 
 
-def input_hash(recipe: Recipe, cluster: Cluster) -> str:
+def input_hash(recipe: Recipe, cluster: Cluster, chosen: tuple[Node, ...]) -> str:
     """A digest of the resolved inputs (not of the files: comments and `extends` refactors do not churn out/)."""
     resolved = {
         "recipe": {k: getattr(recipe, k) for k in (
@@ -187,7 +189,7 @@ def input_hash(recipe: Recipe, cluster: Cluster) -> str:
         "cluster": {k: getattr(cluster, k) for k in (
             "name", "user", "hf_cache", "gpu", "rdma", "master_port", "ray_port", "stop_grace_period", "env")},
         "ulimits": [cluster.ulimits.memlock, cluster.ulimits.stack],
-        "nodes": [[n.name, n.address, n.context, n.home, n.env] for n in cluster.nodes[: recipe.required_nodes]],
+        "nodes": [[n.name, n.address, n.context, n.home, n.env] for n in chosen],
     }
     blob = json.dumps(resolved, sort_keys=True, ensure_ascii=False, default=list).encode("utf-8")
     return hashlib.sha256(blob).hexdigest()[:16]

@@ -16,7 +16,8 @@ from generator.schemas import schema, validate_document
 from generator.tomldoc import TomlDocument, load_toml
 
 RECIPE_FILE = "recipe.toml"
-_SCALARS = ("engine", "name", "docker_image", "docker_image_dir", "model", "required_nodes", "tensor_parallel_size",
+_SCALARS = ("engine", "name", "docker_image", "docker_image_dir", "model", "required_nodes", "nodes",
+            "tensor_parallel_size",
             "pipeline_parallel_size", "distributed_backend", "shm_size", "entrypoint")
 
 
@@ -91,7 +92,8 @@ def load_recipe(path: str | Path, recipes_dir: Path | None = None) -> Recipe:
     return Recipe(
         id=recipe_id, path=path, engine=engine, name=values.get("name", recipe_id),
         docker_image=values["docker_image"], docker_image_dir=values.get("docker_image_dir"), model=values["model"],
-        required_nodes=get("required_nodes"), tensor_parallel_size=get("tensor_parallel_size"),
+        required_nodes=get("required_nodes"), nodes=tuple(values["nodes"]) if "nodes" in values else None,
+        tensor_parallel_size=get("tensor_parallel_size"),
         pipeline_parallel_size=get("pipeline_parallel_size"), distributed_backend=get("distributed_backend"),
         shm_size=get("shm_size"), entrypoint=tuple(entrypoint), args=args,
         mounts=tuple(mounts.values()), env=env, origins=origins,

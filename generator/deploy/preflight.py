@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 
 from generator.deploy.docker import DockerError
 from generator.deploy.targets import Deployment, Target, each
+from generator.model import HF_CACHE_IN_CONTAINER
+from generator.plan import LABEL_PREFIX
 
 
 @dataclass
@@ -44,6 +46,12 @@ def _check_node(target: Target) -> NodeReport:
     except DockerError as exc:
         report.problems.append(f"context '{plan.node.context}' does not answer: {exc.detail}")
         return report
+    try:
+        for other in _other_recipes(target):
+            report.problems.append(f"node is busy: recipe '{other}' runs here (one GPU per node; "
+                                   f"`recipegen down {other}` first)")
+    except DockerError as exc:
+        report.problems.append(f"cannot list containers: {exc.detail}")
     if not target.compose_file.is_file():
         report.problems.append(f"{target.compose_file} is missing: run `recipegen build`")
     try:
@@ -63,11 +71,35 @@ def _check_node(target: Target) -> NodeReport:
     return report
 
 
+# Exit status 3 of the trial container: the model is not in the mounted Hugging Face cache.
+_MODEL_CHECK = 'for f in "$1"/snapshots/*/config.json "$1"/config.json; do [ -e "$f" ] && exit 0; done; exit 3'
+MODEL_MISSING = 3
+
+
+def model_dir(model: str) -> str:
+    """Where the engine looks for the model inside the container: a local path, or the hub cache layout."""
+    if model.startswith("/"):
+        return model
+    return f"{HF_CACHE_IN_CONTAINER}/hub/models--{model.replace('/', '--')}"
+
+
+def _other_recipes(target: Target) -> set[str]:
+    """Recipes other than this one with a running container on the node."""
+    mine = target.plan.recipe_id
+    found = set()
+    for row in target.docker.containers(LABEL_PREFIX + ".recipe"):
+        labels = dict(item.split("=", 1) for item in row.get("Labels", "").split(",") if "=" in item)
+        recipe = labels.get(f"{LABEL_PREFIX}.recipe")
+        if recipe and recipe != mine and row.get("State") in ("running", "restarting", "created"):
+            found.add(recipe)
+    return found
+
+
 def _trial_run(target: Target) -> str | None:
-    """Create the rank's container shape (GPU request, ulimits, devices, read-only mounts) with `true` as the
-    command: what would fail at `up` fails here, in a second, before any rank has started."""
+    """Create the rank's container shape (GPU request, ulimits, devices, read-only mounts, the HF cache) and run
+    only a look for the model in it: what would fail at `up` fails here, in a second, before any rank starts."""
     plan = target.plan
-    args = ["run", "--rm", "--network", "none", "--entrypoint", "true",
+    args = ["run", "--rm", "--network", "none", "--entrypoint", "sh",
             "--ulimit", f"memlock={plan.ulimits.memlock}:{plan.ulimits.memlock}",
             "--ulimit", f"stack={plan.ulimits.stack}:{plan.ulimits.stack}", "--shm-size", plan.shm_size]
     if plan.gpu == "nvidia":
@@ -77,17 +109,37 @@ def _trial_run(target: Target) -> str | None:
     if plan.rdma:
         args += ["--cap-add", "IPC_LOCK", "--device", "/dev/infiniband:/dev/infiniband"]
     for i, volume in enumerate(plan.volumes):
-        if volume.read_only:  # read-write ones are created by compose (create_host_path)
+        if volume.target == HF_CACHE_IN_CONTAINER:
+            args += ["--mount", f"type=bind,source={volume.source},target={volume.target},readonly"]
+        elif volume.read_only:  # read-write ones are created by compose (create_host_path)
             args += ["--mount", f"type=bind,source={volume.source},target=/recipegen-check/{i},readonly"]
     try:
-        target.docker.run(*args, plan.image, timeout=120)
+        target.docker.run(*args, plan.image, "-c", _MODEL_CHECK, "sh", model_dir(target.model), timeout=120)
     except DockerError as exc:
+        if exc.returncode == MODEL_MISSING:
+            return (f"model {target.model} is not in this node's Hugging Face cache: looked in "
+                    f"{_host_model_dir(target)}")
         return _explain_trial(exc.stderr or exc.stdout, target)
     return None
 
 
+def _host_model_dir(target: Target) -> str:
+    inside = model_dir(target.model)
+    for volume in target.plan.volumes:
+        if inside.startswith(volume.target + "/"):
+            return volume.source + inside[len(volume.target):]
+    return f"{inside} (inside the container)"
+
+
+def _hf_cache(target: Target) -> str | None:
+    return next((v.source for v in target.plan.volumes if v.target == HF_CACHE_IN_CONTAINER), None)
+
+
 def _explain_trial(stderr: str, target: Target) -> str:
     text = " ".join(stderr.split())
+    if "bind source path does not exist" in text and _hf_cache(target) and _hf_cache(target) in text:
+        return (f"model {target.model} is not in this node's Hugging Face cache: looked in {_host_model_dir(target)} "
+                f"(the cache folder {_hf_cache(target)} does not exist)")
     if "bind source path does not exist" in text:
         path = text.split("bind source path does not exist:", 1)[1].strip().split()[0]
         return f"host path {path} does not exist on this node (a read-only mount needs it)"

@@ -21,6 +21,7 @@ T = TypeVar("T")
 class Target:
     plan: NodePlan
     compose_file: Path
+    model: str
 
     @property
     def name(self) -> str:
@@ -64,7 +65,8 @@ def deployment(plan: RecipePlan, files: dict[str, str], out_dir: Path, require_c
             raise RecipegenError(Diagnostic(str(out_dir / plan.recipe.id), None, None, None,
                                             f"out/ is not current for this recipe ({stale[0].path}: {stale[0].kind}); "
                                             "run `recipegen build` first"))
-    targets = tuple(Target(node, out_dir / plan.recipe.id / node.node.name / "compose.yaml") for node in plan.nodes)
+    targets = tuple(Target(node, out_dir / plan.recipe.id / node.node.name / "compose.yaml", plan.recipe.model)
+                    for node in plan.nodes)
     return Deployment(plan, targets)
 
 
