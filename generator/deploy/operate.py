@@ -100,13 +100,16 @@ def last_logs(dep: Deployment, lines: int = 30) -> dict[str, str]:
             for name, r in each(dep.targets, tail).items()}
 
 
-def wait_until_serving(dep: Deployment, timeout: float, on_change: Callable[[str, str], None]) -> None:
-    """Poll until the head answers /health and /v1/models lists the served model; fail as soon as a rank dies."""
+def wait_until_serving(dep: Deployment, timeout: float, on_change: Callable[[str, str], None],
+                       states: Callable[[Deployment], list[RankState]] | None = None) -> None:
+    """Poll until the head answers /health and /v1/models lists the served model; fail as soon as a rank dies.
+    `states` reads the ranks (per-node containers by default, a Swarm stack's tasks with --swarm)."""
+    states = states or rank_states
     deadline = time.monotonic() + timeout
     seen: dict[str, str] = {}
     phase = "starting"
     while True:
-        for rank in rank_states(dep):
+        for rank in states(dep):
             shown = rank.state + (f" ({rank.restarts} restarts)" if rank.restarts else "")
             if seen.get(rank.node) != shown:
                 seen[rank.node] = shown
@@ -127,12 +130,25 @@ def wait_until_serving(dep: Deployment, timeout: float, on_change: Callable[[str
         time.sleep(READY_POLL_SECONDS)
 
 
-def follow_logs(dep: Deployment, follow: bool, tail: int | None, nodes: set[str] | None) -> Iterator[tuple[str, str]]:
-    """Merged log lines of the chosen nodes, as (node, line), in the order they arrive."""
-    lines: queue.Queue = queue.Queue()
-    procs: list[subprocess.Popen] = []
+def log_commands(dep: Deployment, follow: bool, tail: int | None, nodes: set[str] | None) -> dict[str, list[str] | str]:
+    """The `docker logs` command of each chosen node's container (or why there is none)."""
     targets = [t for t in dep.targets if nodes is None or t.name in nodes]
     ids = each(targets, lambda t: (t.docker.containers(dep.label) or [{}])[0].get("ID"))
+    commands: dict[str, list[str] | str] = {}
+    for target in targets:
+        cid = ids[target.name]
+        if not isinstance(cid, str):
+            commands[target.name] = _reason(cid) if isinstance(cid, BaseException) else "not started"
+            continue
+        commands[target.name] = target.docker.command(
+            "logs", *(["-f"] if follow else []), *(["--tail", str(tail)] if tail is not None else []), cid)
+    return commands
+
+
+def follow_logs(commands: dict[str, list[str] | str]) -> Iterator[tuple[str, str]]:
+    """Merged output lines of one log command per node, as (node, line), in the order they arrive."""
+    lines: queue.Queue = queue.Queue()
+    procs: list[subprocess.Popen] = []
 
     def pump(name: str, proc: subprocess.Popen) -> None:
         for raw in iter(proc.stdout.readline, b""):
@@ -140,15 +156,13 @@ def follow_logs(dep: Deployment, follow: bool, tail: int | None, nodes: set[str]
         proc.wait()
         lines.put((name, None))
 
-    for target in targets:
-        cid = ids[target.name]
-        if not isinstance(cid, str):
-            yield target.name, f"(no container: {_reason(cid) if isinstance(cid, BaseException) else 'not started'})"
+    for name, command in commands.items():
+        if isinstance(command, str):
+            yield name, f"(no container: {command})"
             continue
-        args = ["logs", *(["-f"] if follow else []), *(["--tail", str(tail)] if tail is not None else []), cid]
-        proc = subprocess.Popen(target.docker.command(*args), stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         procs.append(proc)
-        threading.Thread(target=pump, args=(target.name, proc), daemon=True).start()
+        threading.Thread(target=pump, args=(name, proc), daemon=True).start()
     open_streams = len(procs)
     try:
         while open_streams:

@@ -1,0 +1,260 @@
+"""Deploy commands of `recipegen`: up, down, ps/status, logs, images, contexts, swarm setup.
+
+They act on the compiled plan and the committed out/ files through each node's Docker context; the heavy
+modules are imported inside the commands.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from generator.cli import cluster_option, main
+
+
+def _deployment(recipe: str, cluster_path: Path | None, out_dir: Path | None, require_current: bool = True):
+    from generator.build import compile_one, load_default_cluster
+    from generator.deploy.targets import deployment
+    from generator.project import Project
+
+    project = Project.find()
+    out = out_dir or project.default_out
+    cluster = load_default_cluster(cluster_path or project.default_cluster)
+    plan, files, _ = compile_one(project.recipe_path(recipe), cluster, project.root, out)
+    return deployment(plan, files, out, require_current)
+
+
+def _manager(dep):
+    from generator.deploy.swarm import find_manager
+    from generator.diagnostics import Diagnostic, RecipegenError
+
+    try:
+        return find_manager(dep.plan.cluster)[0]
+    except LookupError as exc:
+        raise RecipegenError(Diagnostic(str(dep.plan.cluster.path), None, None, None, str(exc))) from None
+
+
+def _table(title: str, columns: list[str], rows: list[list[str]]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(*columns, title=title)
+    for row in rows:
+        table.add_row(*row)
+    Console(width=None if sys.stdout.isatty() else 200).print(table)
+
+
+out_option = click.option("--out", "out_dir", type=click.Path(path_type=Path),
+                          help="Folder holding the compiled stacks (default: out/).")
+swarm_option = click.option("--swarm", is_flag=True, help="Use the Swarm stack (out/<id>/stack.yaml) through a "
+                                                          "manager's context instead of per-node compose files.")
+
+
+@main.command()
+@click.argument("recipe")
+@cluster_option
+@out_option
+@swarm_option
+@click.option("--timeout", default=1800.0, show_default=True, help="Seconds to wait for the head to serve.")
+@click.option("--keep", is_flag=True, help="On failure, leave what started running (for debugging).")
+def up(recipe: str, cluster_path: Path | None, out_dir: Path | None, swarm: bool, timeout: float, keep: bool) -> None:
+    """Preflight every node, start RECIPE's ranks, and wait until the head serves the model."""
+    from generator.deploy import swarm as swarm_mod
+    from generator.deploy.operate import DeployFailed, last_logs, start, stop, wait_until_serving
+    from generator.deploy.preflight import preflight
+    from generator.deploy.progress import Progress
+
+    dep = _deployment(recipe, cluster_path, out_dir)
+    manager = _manager(dep) if swarm else None
+    reports = preflight(dep)
+    problems = [(name, p) for name, r in reports.items() for p in r.problems]
+    if manager is not None:
+        for other, nodes in swarm_mod.other_stacks(dep, manager).items():
+            for node in sorted(nodes & {t.name for t in dep.targets}):
+                problems.append((node, f"node is claimed by the stack of recipe '{other}'"))
+    for name, report in reports.items():
+        for note in report.notes:
+            click.echo(f"{name}: {note}", err=True)
+    if problems:
+        for name, problem in problems:
+            click.echo(f"{name}: preflight: {problem}", err=True)
+        click.echo(f"preflight failed on {len({n for n, _ in problems})} node(s); nothing was started", err=True)
+        sys.exit(1)
+    states = (lambda d: swarm_mod.stack_states(d, manager)) if manager else None
+    failed: BaseException | None = None
+    with Progress([t.name for t in dep.targets], dep.head.name) as progress:
+        try:
+            if manager:
+                swarm_mod.deploy(dep, manager)
+            else:
+                errors = {n: e for n, e in start(dep).items() if e}
+                if errors:
+                    raise DeployFailed("; ".join(f"{n}: start failed: {e}" for n, e in errors.items()))
+            wait_until_serving(dep, timeout, progress.update, states)
+        except (DeployFailed, KeyboardInterrupt) as exc:
+            failed = exc
+        except Exception as exc:  # a docker error mid-way: report it like the rest, then clean up
+            failed = exc
+    if failed is None:
+        click.echo(f"{dep.project}: serving {dep.plan.served_model_name} at {dep.url}")
+        return
+    click.echo(f"{dep.project}: up failed: {failed or 'interrupted'}", err=True)
+    if not manager:
+        for name, text in last_logs(dep).items():
+            click.echo(f"--- last log lines of {name} ---", err=True)
+            for line in text.splitlines():
+                click.echo(f"{name} | {line}", err=True)
+    if not keep:
+        if manager:
+            swarm_mod.remove(dep, manager)
+            click.echo(f"{dep.project}: stack removed", err=True)
+        else:
+            for name, error in stop(dep).items():
+                click.echo(f"{name}: {'stopped' if error is None else 'stop failed: ' + error}", err=True)
+    sys.exit(1)
+
+
+@main.command()
+@click.argument("recipe")
+@cluster_option
+@out_option
+@swarm_option
+def down(recipe: str, cluster_path: Path | None, out_dir: Path | None, swarm: bool) -> None:
+    """Stop and remove RECIPE's containers on every node at once."""
+    from generator.deploy.operate import stop
+
+    dep = _deployment(recipe, cluster_path, out_dir, require_current=False)
+    if swarm:
+        from generator.deploy.swarm import remove
+
+        remove(dep, _manager(dep))
+        click.echo(f"{dep.project}: stack removed")
+        return
+    results = stop(dep)
+    for name, error in results.items():
+        click.echo(f"{name}: {'down' if error is None else 'FAILED: ' + error}", err=error is not None)
+    if any(results.values()):
+        failed = ", ".join(n for n, e in results.items() if e)
+        click.echo(f"{dep.project}: could not clean {failed}; the other nodes are clean", err=True)
+        sys.exit(1)
+
+
+@main.command()
+@click.argument("recipe")
+@cluster_option
+@out_option
+@swarm_option
+def ps(recipe: str, cluster_path: Path | None, out_dir: Path | None, swarm: bool) -> None:
+    """One table of RECIPE's ranks across nodes: node, context, container, state, health, status."""
+    from generator.deploy.operate import rank_states
+
+    dep = _deployment(recipe, cluster_path, out_dir, require_current=False)
+    if swarm:
+        from generator.deploy.swarm import stack_states
+
+        ranks = stack_states(dep, _manager(dep))
+    else:
+        ranks = rank_states(dep)
+    _table(f"{dep.project} ({dep.url})", ["node", "context", "container", "state", "health", "status"],
+           [[r.node, r.context, r.container, r.state, r.health, r.status] for r in ranks])
+
+
+main.add_command(ps, name="status")
+
+
+@main.command()
+@click.argument("recipe")
+@cluster_option
+@out_option
+@swarm_option
+@click.option("-f", "--follow", is_flag=True, help="Keep streaming.")
+@click.option("--node", "nodes", multiple=True, help="Only this node (repeatable).")
+@click.option("--tail", type=int, default=None, help="Lines from the end of each log.")
+def logs(recipe: str, cluster_path: Path | None, out_dir: Path | None, swarm: bool, follow: bool,
+         nodes: tuple[str, ...], tail: int | None) -> None:
+    """RECIPE's logs from every node, merged, each line prefixed by its node."""
+    from generator.deploy.docker import Docker
+    from generator.deploy.operate import follow_logs, log_commands
+
+    dep = _deployment(recipe, cluster_path, out_dir, require_current=False)
+    known = {t.name for t in dep.targets}
+    if set(nodes) - known:
+        raise click.BadParameter(f"{', '.join(sorted(set(nodes) - known))} not among {', '.join(sorted(known))}",
+                                 param_hint="--node")
+    chosen = set(nodes) or known
+    if swarm:
+        boss = Docker(_manager(dep).context)
+        commands = {t.name: boss.command("service", "logs", "--raw", *(["-f"] if follow else []),
+                                         *(["--tail", str(tail)] if tail is not None else []), f"{dep.project}_{t.name}")
+                    for t in dep.targets if t.name in chosen}
+    else:
+        commands = log_commands(dep, follow, tail, chosen)
+    width = max(len(n) for n in known)
+    for name, line in follow_logs(commands):
+        click.echo(f"{name.ljust(width)} | {line}")
+
+
+@main.command()
+@click.argument("recipe")
+@cluster_option
+@out_option
+def images(recipe: str, cluster_path: Path | None, out_dir: Path | None) -> None:
+    """Make RECIPE's image present, identical, on every node it uses (build there, or copy from a node)."""
+    from generator.deploy.images import sync_images
+
+    dep = _deployment(recipe, cluster_path, out_dir, require_current=False)
+    results = sync_images(dep)
+    for r in results:
+        short = (r.image_id or "-").removeprefix("sha256:")[:12]
+        click.echo(f"{r.node}: {r.action} {short}" + (f": {r.error}" if r.error else ""), err=r.error is not None)
+    if any(r.error for r in results):
+        sys.exit(1)
+
+
+@main.command()
+@cluster_option
+@click.option("--create", is_flag=True, help="Create the missing contexts as ssh://user@ssh_host.")
+def contexts(cluster_path: Path | None, create: bool) -> None:
+    """Each node's Docker context and whether it answers."""
+    from generator.build import load_default_cluster
+    from generator.deploy.contexts import check_contexts
+    from generator.project import Project
+
+    cluster = load_default_cluster(cluster_path or Project.find().default_cluster)
+    rows = check_contexts(cluster, create)
+    _table(f"cluster {cluster.name}", ["node", "context", "endpoint", "answers"],
+           [[r.node, r.context, r.endpoint or "-", r.answer] for r in rows])
+    if any(not row.ok for row in rows):
+        sys.exit(1)
+
+
+@main.group()
+def swarm() -> None:
+    """Docker Swarm as the engine: label nodes, check their GPU resources."""
+
+
+@swarm.command("setup")
+@cluster_option
+@click.option("--init", is_flag=True, help="Create the swarm on the first node and join the others when missing.")
+def swarm_setup(cluster_path: Path | None, init: bool) -> None:
+    """Label each node with its cluster name (placement), check it advertises an NVIDIA_GPU resource. Idempotent."""
+    from generator.build import load_default_cluster
+    from generator.deploy.swarm import setup
+    from generator.diagnostics import Diagnostic, RecipegenError
+    from generator.project import Project
+
+    cluster = load_default_cluster(cluster_path or Project.find().default_cluster)
+    try:
+        rows = setup(cluster, init)
+    except LookupError as exc:
+        raise RecipegenError(Diagnostic(str(cluster.path), None, None, None, str(exc))) from None
+    _table(f"swarm of {cluster.name}", ["node", "context", "node id", "state", "manager", "label", "GPU"],
+           [[r.node, r.context, (r.node_id or "-")[:12], r.state, "yes" if r.manager else "-",
+             "ok" if r.labelled else "-", r.gpu or "-"] for r in rows])
+    problems = [(r.node, p) for r in rows for p in r.problems]
+    for node, problem in problems:
+        click.echo(f"{node}: {problem}", err=True)
+    if problems:
+        sys.exit(1)
