@@ -99,7 +99,10 @@ def merge_args(parent: tuple[Arg, ...], child: tuple[Arg, ...], remove: set[str]
     """The child's flag replaces the parent's same flag where the parent had it; new flags follow."""
     remove = {flag_name(f) or f for f in remove}
     child_groups = group_flags(child)
-    replacing = {g.flag: g for g in child_groups if g.flag}
+    replacing: dict[str, list[FlagGroup]] = {}
+    for g in child_groups:
+        if g.flag:
+            replacing.setdefault(g.flag, []).append(g)  # a repeated child flag replaces as a whole
     merged: list[FlagGroup] = []
     placed: set[str] = set()
     for group in group_flags(parent):
@@ -107,7 +110,7 @@ def merge_args(parent: tuple[Arg, ...], child: tuple[Arg, ...], remove: set[str]
             continue
         if group.flag in replacing:
             if group.flag not in placed:
-                merged.append(replacing[group.flag])
+                merged.extend(replacing[group.flag])
                 placed.add(group.flag)
             continue
         merged.append(group)

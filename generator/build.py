@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from generator.diagnostics import Diagnostic, RecipegenError
-from generator.lint import lint_recipe
+from generator.lint import lint_cluster, lint_recipe
 from generator.model import Cluster
 from generator.plan import RecipePlan, plan_recipe
 from generator.render import render_node, render_stack
@@ -56,6 +56,11 @@ def compile_one(path: Path, cluster: Cluster, root: Path, out_dir: Path,
 
 
 def load_default_cluster(path: Path) -> Cluster:
+    """The cluster, refused with its findings when one of them is an error (a secret would reach out/)."""
     if not path.exists():
         raise RecipegenError(Diagnostic(str(path), None, None, None, "cluster file not found (use --cluster PATH)"))
-    return load_cluster(path)
+    cluster = load_cluster(path)
+    findings = lint_cluster(cluster.document)
+    if any(f.is_error for f in findings):
+        raise RecipegenError(findings)
+    return cluster

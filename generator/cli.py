@@ -148,8 +148,11 @@ def explain(recipe: str, cluster_path: Path | None, node_name: str | None) -> No
 @click.argument("recipes", nargs=-1)
 @cluster_option
 @click.option("--out", "out_dir", type=click.Path(path_type=Path), help="Output folder (default: out/).")
-def diff(recipes: tuple[str, ...], cluster_path: Path | None, out_dir: Path | None) -> None:
+@click.option("--exit-code", is_flag=True, help="Exit 1 when there are changes (like git diff --exit-code).")
+def diff(recipes: tuple[str, ...], cluster_path: Path | None, out_dir: Path | None, exit_code: bool) -> None:
     """Show what a rebuild would change in out/, per node, as a unified diff."""
+    from generator.diagnostics import display_path
+
     import difflib
 
     from generator.build import compile_recipes, load_default_cluster
@@ -166,11 +169,14 @@ def diff(recipes: tuple[str, ...], cluster_path: Path | None, out_dir: Path | No
         old = (out / d.path).read_text("utf-8").splitlines(True) if d.kind != "missing" and (out / d.path).is_file() else []
         new = result.files.get(d.path, "").splitlines(True)
         if d.kind == "stale" and d.path.endswith("/"):
-            click.echo(f"--- {out / d.path} (would be removed: no such recipe)")
+            click.echo(f"--- {display_path(out / d.path)}/ (would be removed: no such recipe)")
             continue
-        click.echo("".join(difflib.unified_diff(old, new, f"a/{d.path}", f"b/{d.path}")), nl=False)
+        shown = display_path(out / d.path)
+        click.echo("".join(difflib.unified_diff(old, new, f"a/{shown}", f"b/{shown}")), nl=False)
     if not diffs:
-        click.echo(f"{out}: no changes")
+        click.echo(f"{display_path(out)}: no changes")
+    elif exit_code:
+        sys.exit(1)
 
 
 from generator import cli_deploy  # noqa: E402  (registers the deploy commands on `main`)

@@ -22,9 +22,11 @@ FABRIC_ENV = re.compile(r"^(NCCL_|UCX_|GLOO_|TP_SOCKET_|OMPI_MCA_btl_tcp_if|NVSH
 # Formats of real tokens: Hugging Face, OpenAI-style, GitHub, GitLab, Slack, AWS access keys, JWTs.
 SECRET_VALUE = re.compile(r"(hf_[A-Za-z0-9]{30,}|sk-[A-Za-z0-9_-]{20,}|gh[pousr]_[A-Za-z0-9]{30,}|glpat-[A-Za-z0-9_-]{20,}"
                           r"|xox[baprs]-[A-Za-z0-9-]{10,}|AKIA[0-9A-Z]{16}|eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\.)")
-SECRET_NAME = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|APIKEY|ACCESS_KEY|PRIVATE_KEY)", re.I)
-SECRET_FIX = ("secrets must not be written in recipes or clusters (they would land in committed out/): "
-              "export it in the deploying shell and list it in the service's environment at deploy time")
+# Whole words of a variable name: HF_TOKEN, OPENAI_API_KEY, AWS_SECRET_ACCESS_KEY; not TOKENIZERS_PARALLELISM.
+SECRET_NAME = re.compile(r"(^|_)(TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|APIKEY|ACCESS_KEY|PRIVATE_KEY|CREDENTIALS?)($|_)",
+                         re.I)
+SECRET_FIX = ("secrets must not be written in recipes or clusters (they would land in committed out/): export it in "
+              "the shell that deploys and list its name in `pass_env`, so Compose passes it through at `up`")
 
 
 @dataclass(frozen=True)
@@ -116,7 +118,8 @@ def _parallel_size(recipe, cluster):
     world = recipe.tensor_parallel_size * recipe.pipeline_parallel_size
     gpus = recipe.required_nodes * gpus_per_node
     if world != gpus:
-        origin = recipe.origins.get("tensor_parallel_size") or recipe.origins.get("required_nodes")
+        candidates = [recipe.origins.get(k) for k in ("tensor_parallel_size", "pipeline_parallel_size", "required_nodes")]
+        origin = next((o for o in candidates if o is not None and o.file), recipe.document.origin("recipe", ()))
         yield (origin, "tensor_parallel_size",
                f"tensor_parallel_size x pipeline_parallel_size = {world}, but {recipe.required_nodes} node(s) x "
                f"{gpus_per_node} GPU = {gpus}: every GPU of the nodes used must hold a rank")
@@ -195,6 +198,8 @@ def lint_cluster(doc: TomlDocument) -> list[Diagnostic]:
     found = []
 
     def walk(value, path):
+        if path and path[-1] == "pass_env":
+            return  # names of variables passed through, not values
         if isinstance(value, dict):
             for k, v in value.items():
                 walk(v, path + (k,))

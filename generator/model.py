@@ -99,6 +99,7 @@ class Recipe:
     args: tuple[Arg, ...]
     mounts: tuple[Mount, ...]
     env: dict[str, str]
+    pass_env: tuple[str, ...] = ()  # names taken from the deploying environment, never written out
     origins: dict[str, Origin] = field(default_factory=dict)  # top-level key or "env.X" -> origin
     env_origins: dict[str, Origin] = field(default_factory=dict)
     documents: tuple[TomlDocument, ...] = ()  # this recipe first, then its parents
@@ -151,6 +152,7 @@ class Cluster:
     env: dict[str, str]
     nodes: tuple[Node, ...]
     document: TomlDocument
+    pass_env: tuple[str, ...] = ()
 
     def nodes_for(self, recipe: "Recipe") -> tuple[Node, ...]:
         """The nodes a recipe runs on, head first; LookupError says why there are none."""

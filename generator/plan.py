@@ -43,6 +43,7 @@ class NodePlan:
     build_context: str | None  # path relative to the compose file's folder
     command: tuple[Arg, ...]  # the argv, each word with where it came from
     env: tuple[EnvVar, ...]
+    pass_env: tuple[str, ...]  # passed through from the deploying environment (Compose resolves them at `up`)
     volumes: tuple[Volume, ...]
     shm_size: str
     ulimits: Ulimits
@@ -130,7 +131,8 @@ def _plan_node(recipe: Recipe, cluster: Cluster, chosen: tuple[Node, ...], rank:
     return NodePlan(
         recipe_id=recipe.id, node=node, rank=rank, image=recipe.docker_image,
         build_context=_build_context(recipe, root, out_dir / recipe.id / node.name), command=tuple(words),
-        env=_environment(recipe, cluster, chosen, rank), volumes=tuple(volumes), shm_size=recipe.shm_size,
+        env=_environment(recipe, cluster, chosen, rank),
+        pass_env=tuple(dict.fromkeys(n for n in (*cluster.pass_env, *recipe.pass_env) if n not in recipe.env)), volumes=tuple(volumes), shm_size=recipe.shm_size,
         ulimits=cluster.ulimits, gpu=cluster.gpu, rdma=cluster.rdma, labels=labels,
         restart_attempts=RESTART_ATTEMPTS, stop_grace_period=cluster.stop_grace_period)
 
@@ -183,11 +185,12 @@ def input_hash(recipe: Recipe, cluster: Cluster, chosen: tuple[Node, ...]) -> st
     resolved = {
         "recipe": {k: getattr(recipe, k) for k in (
             "engine", "name", "docker_image", "docker_image_dir", "model", "required_nodes", "tensor_parallel_size",
-            "pipeline_parallel_size", "distributed_backend", "shm_size", "entrypoint", "env")},
+            "pipeline_parallel_size", "distributed_backend", "shm_size", "entrypoint", "env", "pass_env")},
         "args": [a.word for a in recipe.args],
         "mounts": [[m.host, m.container, m.read_only] for m in recipe.mounts],
         "cluster": {k: getattr(cluster, k) for k in (
-            "name", "user", "hf_cache", "gpu", "rdma", "master_port", "ray_port", "stop_grace_period", "env")},
+            "name", "user", "hf_cache", "gpu", "rdma", "master_port", "ray_port", "stop_grace_period", "env",
+            "pass_env")},
         "ulimits": [cluster.ulimits.memlock, cluster.ulimits.stack],
         "nodes": [[n.name, n.address, n.context, n.home, n.env] for n in chosen],
     }

@@ -50,6 +50,7 @@ def load_recipe(path: str | Path, recipes_dir: Path | None = None) -> Recipe:
     env: dict[str, str] = {}
     env_origins: dict[str, Origin] = {}
     mounts: dict[str, Mount] = {}
+    pass_env: dict[str, None] = {}
     args: tuple = ()
     for depth, doc in enumerate(reversed(chain)):  # root parent first, the child last
         layer = "recipe" if depth == len(chain) - 1 else f"parent recipe {doc.path.parent.name}"
@@ -68,6 +69,7 @@ def load_recipe(path: str | Path, recipes_dir: Path | None = None) -> Recipe:
         for name, value in data.get("env", {}).items():
             env[name] = value
             env_origins[name] = origin("env", name)
+        pass_env.update(dict.fromkeys(data.get("pass_env", [])))
         for i, m in enumerate(data.get("extra_mounts", [])):
             mounts[m["container"]] = Mount(m["host"], m["container"], m.get("read_only", False), origin("extra_mounts", i))
         if "args" in data or "remove_args" in data:
@@ -96,7 +98,7 @@ def load_recipe(path: str | Path, recipes_dir: Path | None = None) -> Recipe:
         tensor_parallel_size=get("tensor_parallel_size"),
         pipeline_parallel_size=get("pipeline_parallel_size"), distributed_backend=get("distributed_backend"),
         shm_size=get("shm_size"), entrypoint=tuple(entrypoint), args=args,
-        mounts=tuple(mounts.values()), env=env, origins=origins,
+        mounts=tuple(mounts.values()), env=env, pass_env=tuple(pass_env), origins=origins,
         env_origins=env_origins, documents=tuple(chain))
 
 
@@ -105,7 +107,10 @@ def _load_chain(path: Path, recipes_dir: Path | None) -> list[TomlDocument]:
     seen: dict[Path, TomlDocument] = {}
     current, referrer = path, None
     while True:
-        real = current.resolve()
+        try:
+            real = current.resolve()
+        except (OSError, RuntimeError) as exc:  # a symlink loop
+            raise RecipegenError(Diagnostic(str(current), None, None, None, f"cannot read: {exc}")) from None
         if real in seen:
             names = " -> ".join(d.shown for d in chain) + f" -> {seen[real].shown}"
             raise RecipegenError(chain[-1].diagnostic(("extends",), f"recipes extend each other in a cycle: {names}"))
@@ -159,4 +164,4 @@ def load_cluster(path: str | Path) -> Cluster:
         gpu_memory_ceiling=get("gpu_memory_ceiling"), gpus_per_node=get("gpus_per_node"),
         stop_grace_period=get("stop_grace_period"),
         ulimits=Ulimits(memlock=ulimits.get("memlock", -1), stack=ulimits.get("stack", 67108864)),
-        env=dict(data.get("env", {})), nodes=tuple(nodes), document=doc)
+        env=dict(data.get("env", {})), nodes=tuple(nodes), document=doc, pass_env=tuple(data.get("pass_env", [])))

@@ -54,13 +54,22 @@ def validate_document(doc: TomlDocument, kind: str) -> list[Diagnostic]:
 
 
 def _required_hint(kind: str) -> str:
-    required = schema(kind).get("required") or schema(kind)["else"]["required"]
+    required = schema(kind).get("required") or schema(kind)["anyOf"][1]["required"]
     return ", ".join(required)
 
 
 def _to_diagnostics(doc: TomlDocument, error) -> Iterable[Diagnostic]:
     path = tuple(error.absolute_path)
     validator, value, sub = error.validator, error.instance, error.schema
+    if "propertyNames" in error.relative_schema_path:  # a bad key name: point at the key itself
+        yield doc.diagnostic(path + (value,), f"'{value}' is not a valid name here", at_value=False)
+        return
+    if validator == "anyOf" and error.context and all(e.validator == "required" for e in error.context):
+        # "extends, or engine + docker_image + model": a recipe without a parent misses the latter
+        for inner in error.context:
+            if "extends" not in inner.message:
+                yield from _to_diagnostics(doc, inner)
+        return
     if validator in ("if", "anyOf", "oneOf", "allOf") and error.context:
         for inner in error.context:
             yield from _to_diagnostics(doc, inner)
@@ -81,9 +90,6 @@ def _to_diagnostics(doc: TomlDocument, error) -> Iterable[Diagnostic]:
         needs = error.message.split("'")[1]
         key = error.message.split("'")[3] if error.message.count("'") >= 4 else "?"
         yield doc.diagnostic(path + (key,), f"'{key}' only makes sense with '{needs}'", at_value=False)
-        return
-    if validator == "propertyNames":
-        yield doc.diagnostic(path + (value,), f"'{value}' is not a valid name here", at_value=False)
         return
     yield doc.diagnostic(path, _message(validator, value, sub, error))
 

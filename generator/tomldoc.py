@@ -18,7 +18,9 @@ from generator.diagnostics import Diagnostic, RecipegenError, display_path
 KeyPath = tuple[str | int, ...]
 
 _SYNTAX_AT = re.compile(r"\s*\(at line (\d+), column (\d+)\)$")
-_KEY_ON_LINE = re.compile(r"""^\s*\[*\s*([A-Za-z0-9_\-."' ]+?)\s*(=|\]|$)""")
+_KEY_AT_START = re.compile(r"""^\s*\[*\s*([A-Za-z0-9_\-."]+)""")
+_KEY_ASSIGNED = re.compile(r"""^([A-Za-z0-9_\-."]+)\s*=""")  # an unindented `key =`: where a value starts
+_TRIPLE_QUOTE = re.compile(r'"""|\'\'\'')
 
 
 @dataclass(frozen=True)
@@ -83,20 +85,23 @@ def load_toml(path: str | Path) -> TomlDocument:
     """Read and parse one TOML file; every failure becomes a RecipegenError with file, line and key."""
     path = Path(path)
     shown = display_path(path)
-    if path.is_dir():
-        raise RecipegenError(Diagnostic(shown, None, None, None, "is a directory, not a TOML file"))
     try:
+        if path.is_dir():
+            raise RecipegenError(Diagnostic(shown, None, None, None, "is a directory, not a TOML file"))
         raw = path.read_bytes()
     except FileNotFoundError:
         raise RecipegenError(Diagnostic(shown, None, None, None, "no such file")) from None
-    except OSError as exc:
-        raise RecipegenError(Diagnostic(shown, None, None, None, f"cannot read: {exc.strerror or exc}")) from None
+    except (OSError, RuntimeError) as exc:  # RuntimeError: a symlink loop, on some Pythons
+        raise RecipegenError(Diagnostic(shown, None, None, None, f"cannot read: {getattr(exc, 'strerror', None) or exc}")) from None
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = raw[: exc.start].count(b"\n") + 1
         col = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
-        raise RecipegenError(Diagnostic(shown, line, col, None, "file is not UTF-8 text")) from None
+        found = _KEY_AT_START.match(raw.splitlines()[line - 1].decode("utf-8", "replace"))
+        raise RecipegenError(Diagnostic(shown, line, col, found[1] if found else None,
+                                        "file is not UTF-8 text")) from None
+    text = text.removeprefix("\ufeff")  # editors on Windows save a byte-order mark; TOML readers tolerate it
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -113,12 +118,44 @@ def _syntax_diagnostic(shown: str, text: str, message: str) -> Diagnostic:
         message = message.replace(" (at end of document)", " at end of file")
         line = text.count("\n") + (0 if text.endswith("\n") else 1) or 1
         col = 1
-    lines = text.splitlines()
-    key = None
-    if 0 < line <= len(lines):
-        found = _KEY_ON_LINE.match(lines[line - 1])
-        key = found[1].strip() if found and found[1].strip() else None
-    return Diagnostic(shown, line, col, key, f"TOML syntax: {message[0].lower()}{message[1:]}")
+        opened = _unclosed_triple_quote(text)
+        if "nterminated" in message and opened is not None:  # point where the string opens, not at EOF
+            line, col = opened
+            message = "multi-line string opened here is never closed"
+    return Diagnostic(shown, line, col, _key_near(text.splitlines(), line),
+                      f"TOML syntax: {message[0].lower()}{message[1:]}")
+
+
+def _key_near(lines: list[str], line: int) -> str | None:
+    """The key a syntax error belongs to: the one written on its line, else the nearest `key =` above it
+    (an element of a multi-line array belongs to the array's key)."""
+    if not 0 < line <= len(lines):
+        return None
+    own = lines[line - 1]
+    found = _KEY_AT_START.match(own)
+    if found and not own.lstrip().startswith(('"', "'", "#")):
+        return found[1].strip(".")
+    for above in reversed(lines[: line - 1]):
+        if above.startswith("["):
+            return None
+        found = _KEY_ASSIGNED.match(above)
+        if found:
+            return found[1]
+    return None
+
+
+def _unclosed_triple_quote(text: str) -> tuple[int, int] | None:
+    """Line and column of a multi-line string's opening quotes that are never closed."""
+    opening: tuple[str, int] | None = None
+    for match in _TRIPLE_QUOTE.finditer(text):
+        if opening is None:
+            opening = (match[0], match.start())
+        elif match[0] == opening[0]:
+            opening = None
+    if opening is None:
+        return None
+    offset = opening[1]
+    return text.count("\n", 0, offset) + 1, offset - (text.rfind("\n", 0, offset) + 1) + 1
 
 
 # --- positions -------------------------------------------------------------------------------------------

@@ -32,11 +32,13 @@ def validate_paths(paths: list[Path], cluster_path: Path | None) -> list[Diagnos
     findings: list[Diagnostic] = []
     cluster: Cluster | None = None
     cluster_file = cluster_path or project.default_cluster
-    if cluster_file.is_file():
+    if cluster_path is not None or cluster_file.is_file():
+        # The recipes' cluster-dependent rules need it: a broken or missing one is a finding of its own.
         try:
+            findings += lint_cluster(load_checked(cluster_file, "cluster"))
             cluster = load_cluster(cluster_file)
-        except RecipegenError:
-            cluster = None  # reported below when the cluster file itself is validated
+        except RecipegenError as exc:
+            findings += exc.diagnostics
     for path in paths:
         try:
             if file_kind(path) == "cluster":

@@ -3,6 +3,7 @@ host paths the ranks need. Checked on all nodes at once; one failure means nothi
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 
 from generator.deploy.docker import DockerError
@@ -41,6 +42,9 @@ def preflight(dep: Deployment) -> dict[str, NodeReport]:
 def _check_node(target: Target) -> NodeReport:
     plan, docker = target.plan, target.docker
     report = NodeReport(target.name, plan.node.context)
+    for name in plan.pass_env:
+        if name not in os.environ:
+            report.notes.append(f"{name} (pass_env) is not set here: the engine will start without it")
     try:
         docker.server_version()
     except DockerError as exc:

@@ -1,0 +1,333 @@
+"""Every lint rule, through the real CLI: a bad recipe that triggers exactly that rule and a good recipe, as close
+to the bad one as possible, with no finding at all.
+
+Fixtures live in tests/lint/<rule-id>/{good,bad}/recipe.toml and are checked against tests/lint/cluster.toml
+(two nodes, one GPU each, the fabric in [env], gpu_memory_ceiling 0.9). The expected line numbers below were
+counted by hand from the fixture files: a finding must point at the line a person would fix.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from generator.cli import main
+from generator.lint import RULES, SECRET_FIX
+
+ROOT = Path(__file__).resolve().parent.parent
+LINT = ROOT / "tests" / "lint"
+CLUSTER = LINT / "cluster.toml"
+FINDING = re.compile(r"^(?P<file>[^:\n]+):(?P<line>\d+):(?P<col>\d+): (?P<severity>error|warning)\[(?P<rule>[a-z-]+)\]: "
+                     r"(?P<key>[^:\n]+): (?P<message>.*)$", re.M)
+HOW_TO_PASS = "list its name in `pass_env`"
+
+
+@pytest.fixture(autouse=True)
+def _in_project(monkeypatch):
+    monkeypatch.chdir(ROOT)  # file names in messages are shown relative to the working directory
+
+
+@dataclass(frozen=True)
+class Finding:
+    file: str
+    line: int
+    col: int
+    severity: str
+    rule: str
+    key: str
+    message: str
+
+
+def run(*args: str):
+    return CliRunner().invoke(main, list(args), catch_exceptions=False)
+
+
+def findings(result) -> list[Finding]:
+    return [Finding(m["file"], int(m["line"]), int(m["col"]), m["severity"], m["rule"], m["key"], m["message"])
+            for m in FINDING.finditer(result.stderr)]
+
+
+def validate(path: Path | str, *extra: str):
+    return run("validate", str(path), "--cluster", str(CLUSTER), *extra)
+
+
+@dataclass(frozen=True)
+class Bad:
+    """What the bad fixture must produce: one finding of this rule, at this line, naming this key."""
+
+    rule: str
+    severity: str
+    line: int
+    key: str
+    names: tuple[str, ...]  # the flag / variable / value the message must name
+    folder: str = "bad"
+
+
+ERROR, WARNING = "error", "warning"
+# Line numbers counted by hand from the fixtures (see each file).
+CASES = [
+    Bad("owned-flag", ERROR, 11, "args", ("'--node-rank'", "set by the compiler")),
+    Bad("owned-env", ERROR, 16, "env.MASTER_ADDR", ("'MASTER_ADDR'", "set per rank by the compiler")),
+    Bad("bad-json", ERROR, 11, "args", ("'--compilation-config'", "not valid JSON")),
+    Bad("duplicate-flag", WARNING, 11, "args", ("'--max-model-len'", "given twice", "first at line 9")),
+    Bad("parallel-size", ERROR, 6, "tensor_parallel_size",
+        ("tensor_parallel_size x pipeline_parallel_size = 1", "2 node(s) x 1 GPU = 2")),
+    Bad("too-many-nodes", ERROR, 5, "required_nodes", ("needs 3 nodes", "'lint-duo' has 2")),
+    Bad("sglang-backend", ERROR, 7, "distributed_backend", ("SGLang", "'mp'")),
+    Bad("cudagraph-capture", WARNING, 14, "args",
+        ("--max-cudagraph-capture-size 24", "8 x 4 = 32", "num_speculative_tokens = 3")),
+    Bad("gpu-memory", ERROR, 10, "args", ("--gpu-memory-utilization 0.95", "gpu_memory_ceiling 0.9")),
+    Bad("fabric-env", WARNING, 16, "env.NCCL_SOCKET_IFNAME", ("NCCL_SOCKET_IFNAME", "overrides the cluster")),
+    Bad("secret", ERROR, 16, "env.HF_AUTH", ("looks like a secret", HOW_TO_PASS)),  # an hf_ token as a value
+    Bad("secret", ERROR, 16, "env.HF_TOKEN", ("looks like a secret", HOW_TO_PASS), "bad-env-name"),
+    Bad("secret", ERROR, 11, "args", ("looks like a secret", HOW_TO_PASS), "bad-args"),  # sk-... inside args
+]
+RULE_IDS = [r.id for r in RULES]
+
+
+def _id(case: Bad) -> str:
+    return case.rule if case.folder == "bad" else f"{case.rule}/{case.folder}"
+
+
+# --- the fixtures cover the rules ---------------------------------------------------------------------------
+
+
+def test_every_rule_has_a_good_and_a_bad_fixture():
+    """A new rule without fixtures (or a renamed one) fails here."""
+    missing = [f"tests/lint/{r.id}/{kind}/recipe.toml" for r in RULES for kind in ("good", "bad")
+               if not (LINT / r.id / kind / "recipe.toml").is_file()]
+    assert not missing, f"rules without fixtures: {missing}"
+
+
+def test_every_fixture_folder_is_a_rule():
+    folders = {p.name for p in LINT.iterdir() if p.is_dir()}
+    assert folders <= set(RULE_IDS), f"fixtures of no rule: {sorted(folders - set(RULE_IDS))}"
+
+
+def test_every_rule_has_an_expected_bad_case():
+    assert {c.rule for c in CASES if c.folder == "bad"} == set(RULE_IDS)
+    assert len(RULE_IDS) == len(set(RULE_IDS)), "two rules share an id"
+
+
+def test_rule_severities_are_the_documented_ones():
+    expected = {c.rule: c.severity for c in CASES}
+    assert {r.id: r.severity.value for r in RULES} == expected
+
+
+def test_lint_cluster_itself_is_clean():
+    result = run("validate", str(CLUSTER))
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout.strip() == "ok"
+
+
+# --- bad: exactly the rule, at the right line -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("case", CASES, ids=_id)
+def test_bad_recipe_triggers_exactly_its_rule(case: Bad):
+    path = LINT / case.rule / case.folder / "recipe.toml"
+    result = validate(path)
+    found = findings(result)
+    assert len(found) == 1, result.stderr
+    (f,) = found
+    assert f.rule == case.rule
+    assert f.severity == case.severity
+    assert f.file == f"tests/lint/{case.rule}/{case.folder}/recipe.toml"
+    assert f.line == case.line, f"{case.rule} points at line {f.line}, the fixture has it at {case.line}"
+    assert f.col == 1
+    assert f.key == case.key
+    for name in case.names:
+        assert name in f.message, f"message does not name {name!r}: {f.message}"
+    # errors fail validation; warnings fail only with --strict
+    assert result.exit_code == (1 if case.severity == ERROR else 0), result.output
+    assert validate(path, "--strict").exit_code == 1
+
+
+@pytest.mark.parametrize("rule_id", RULE_IDS)
+def test_good_recipe_has_no_finding(rule_id: str):
+    path = LINT / rule_id / "good" / "recipe.toml"
+    result = validate(path, "--strict")
+    assert result.exit_code == 0, result.stderr
+    assert result.stderr == ""
+    assert result.stdout.strip() == "ok"
+
+
+@pytest.mark.parametrize("rule_id", RULE_IDS)
+def test_good_differs_from_bad_in_few_lines(rule_id: str):
+    """'As close as possible': the pair differs in its comment and the lines of the mistake only."""
+    good = (LINT / rule_id / "good" / "recipe.toml").read_text("utf-8").splitlines()
+    bad = (LINT / rule_id / "bad" / "recipe.toml").read_text("utf-8").splitlines()
+    assert len(good) == len(bad)
+    differing = [i + 1 for i, (g, b) in enumerate(zip(good, bad)) if g != b and not g.startswith("#")]
+    assert 1 <= len(differing) <= 2, differing
+
+
+# --- more spellings of the same mistakes (tmp recipes) ----------------------------------------------------------
+
+HEAD = '''engine = "{engine}"
+docker_image = "vllm/vllm-openai:v0.11.0"
+model = "Qwen/Qwen3-32B"
+required_nodes = 2
+tensor_parallel_size = 2
+args = [
+{args}]
+'''
+
+
+def tmp_recipe(tmp_path: Path, args: str, engine: str = "vllm", env: str = "") -> Path:
+    path = tmp_path / "case" / "recipe.toml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(HEAD.format(engine=engine, args=args) + (f"\n[env]\n{env}" if env else ""), "utf-8")
+    return path
+
+
+@pytest.mark.parametrize("args, flag", [
+    ('    "--tensor_parallel_size", "2",\n', "--tensor-parallel-size"),  # underscore spelling
+    ('    "-tp=2",\n', "-tp"),
+    ('    "--master-addr=10.0.0.1",\n', "--master-addr"),
+    ('    "--max-model-len", "4096",\n    "--headless",\n', "--headless"),
+    ('    "--model", "Qwen/Qwen3-32B",\n', "--model"),
+])
+def test_owned_flag_spellings(tmp_path, args, flag):
+    result = validate(tmp_recipe(tmp_path, args))
+    (f,) = findings(result)
+    assert (f.rule, f.line, f.key) == ("owned-flag", 7 + args.count("\n") - 1, "args")
+    assert f"'{flag}'" in f.message
+    assert result.exit_code == 1
+
+
+@pytest.mark.parametrize("args, flag", [
+    ('    "--tp-size", "2",\n', "--tp-size"),
+    ('    "--dist-init-addr", "10.0.0.1:5000",\n', "--dist-init-addr"),
+    ('    "--node_rank", "0",\n', "--node-rank"),
+])
+def test_owned_flag_sglang_spellings(tmp_path, args, flag):
+    result = validate(tmp_recipe(tmp_path, args, engine="sglang"))
+    (f,) = findings(result)
+    assert (f.rule, f.line) == ("owned-flag", 7)
+    assert f"'{flag}'" in f.message
+
+
+def test_positional_first_word_is_the_compilers(tmp_path):
+    result = validate(tmp_recipe(tmp_path, '    "Qwen/Qwen3-32B",\n    "--max-model-len", "4096",\n'))
+    (f,) = findings(result)
+    assert (f.rule, f.line, f.key) == ("owned-flag", 7, "args")
+    assert "'Qwen/Qwen3-32B' is not a flag" in f.message
+
+
+def test_sglang_mem_fraction_above_ceiling(tmp_path):
+    result = validate(tmp_recipe(tmp_path, '    "--mem-fraction-static", "0.93",\n', engine="sglang"))
+    (f,) = findings(result)
+    assert (f.rule, f.line) == ("gpu-memory", 7)
+    assert "--mem-fraction-static 0.93" in f.message
+
+
+def test_gpu_memory_inline_value(tmp_path):
+    result = validate(tmp_recipe(tmp_path, '    "--gpu-memory-utilization=0.91",\n'))
+    (f,) = findings(result)
+    assert (f.rule, f.line) == ("gpu-memory", 7)
+
+
+def test_json_with_a_leading_newline_is_valid(tmp_path):
+    """The launcher's multi-line form: a basic string starting with a newline, then the quoted JSON."""
+    result = validate(tmp_recipe(tmp_path, '    "--speculative-config", "\\n\'{\\"num_speculative_tokens\\": 2}\'",\n'))
+    assert result.exit_code == 0 and findings(result) == [], result.stderr
+
+
+def test_dotted_flags_with_different_subkeys_are_not_duplicates(tmp_path):
+    args = ('    "--default-chat-template-kwargs.thinking=true",\n'
+            '    "--default-chat-template-kwargs.reasoning_effort=high",\n')
+    result = validate(tmp_recipe(tmp_path, args), "--strict")
+    assert result.exit_code == 0 and findings(result) == [], result.stderr
+
+
+def test_parallel_size_with_default_tp_points_at_required_nodes(tmp_path):
+    path = tmp_path / "case" / "recipe.toml"
+    path.parent.mkdir()
+    path.write_text('engine = "vllm"\ndocker_image = "vllm/vllm-openai:v0.11.0"\nmodel = "Qwen/Qwen3-32B"\n'
+                    "required_nodes = 2\n", "utf-8")
+    result = validate(path)
+    assert result.exit_code == 1
+    # today: "<file>: error[parallel-size]: tensor_parallel_size: ..." with no line at all
+    assert "recipe.toml:4:1: error[parallel-size]: tensor_parallel_size: " in result.stderr
+
+
+# --- secrets ----------------------------------------------------------------------------------------------------
+
+
+def test_secret_in_a_cluster_file():
+    path = LINT / "secret" / "bad-cluster" / "cluster.toml"
+    result = run("validate", str(path))
+    (f,) = findings(result)
+    # line 13 is `HF_TOKEN = "hf_..."`; the finding points at the value (column 12)
+    assert (f.file, f.line, f.col) == ("tests/lint/secret/bad-cluster/cluster.toml", 13, 12)
+    assert (f.rule, f.severity, f.key) == ("secret", ERROR, "env.HF_TOKEN")
+    assert HOW_TO_PASS in f.message
+    assert result.exit_code == 1
+
+
+def test_cluster_without_secret_is_clean():
+    result = run("validate", str(LINT / "secret" / "good-cluster" / "cluster.toml"), "--strict")
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout.strip() == "ok"
+
+
+def test_secret_in_a_node_env_of_a_cluster(tmp_path):
+    text = CLUSTER.read_text("utf-8").replace('context = "node2"\n',
+                                              'context = "node2"\n\n[nodes.env]\nGH_PAT = "ghp_FakeForTests000000000000000000000000"\n')
+    path = tmp_path / "cluster.toml"
+    path.write_text(text, "utf-8")
+    line = text.splitlines().index('GH_PAT = "ghp_FakeForTests000000000000000000000000"') + 1
+    result = run("validate", str(path))
+    (f,) = findings(result)
+    assert (f.rule, f.line, f.key) == ("secret", line, "nodes[1].env.GH_PAT")
+
+
+def test_secret_message_explains_how_to_pass_it():
+    assert HOW_TO_PASS in SECRET_FIX and "out/" in SECRET_FIX
+
+
+def test_empty_secret_named_variable_is_not_a_secret(tmp_path):
+    """An empty value holds nothing to leak."""
+    result = validate(tmp_recipe(tmp_path, '    "--max-model-len", "4096",\n', env='HF_TOKEN = ""\n'), "--strict")
+    assert result.exit_code == 0, result.stderr
+
+
+def test_tokenizers_parallelism_is_not_a_secret(tmp_path):
+    result = validate(tmp_recipe(tmp_path, '    "--max-model-len", "4096",\n',
+                                 env='TOKENIZERS_PARALLELISM = "false"\n'), "--strict")
+    assert result.exit_code == 0, result.stderr
+
+
+@pytest.mark.parametrize("folder", ["bad", "bad-env-name", "bad-args"])
+def test_build_refuses_a_recipe_with_a_secret(tmp_path, folder):
+    out = tmp_path / "out"
+    out.mkdir()
+    result = run("build", str(LINT / "secret" / folder / "recipe.toml"), "--cluster", str(CLUSTER), "--out", str(out))
+    assert result.exit_code == 1
+    assert "error[secret]" in result.stderr and HOW_TO_PASS in result.stderr
+    assert list(out.iterdir()) == []
+
+
+def test_build_writes_the_good_recipe(tmp_path):
+    """The control of the test above: the same command with the good recipe does write."""
+    out = tmp_path / "out"
+    out.mkdir()
+    result = run("build", str(LINT / "secret" / "good" / "recipe.toml"), "--cluster", str(CLUSTER), "--out", str(out))
+    assert result.exit_code == 0, result.stderr
+    assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*.yaml")) == [
+        "good/node1/compose.yaml", "good/node2/compose.yaml", "good/stack.yaml"]
+
+
+def test_build_refuses_a_cluster_with_a_secret(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    result = run("build", str(LINT / "secret" / "good" / "recipe.toml"),
+                 "--cluster", str(LINT / "secret" / "bad-cluster" / "cluster.toml"), "--out", str(out))
+    assert list(out.rglob("*.yaml")) == [], "the token landed in out/"
+    assert result.exit_code == 1
+    assert "error[secret]" in result.stderr
