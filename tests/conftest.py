@@ -6,10 +6,7 @@ from pathlib import Path
 
 import pytest
 
-import importlib.util
-
-# TEMPORARY until tests/lab/plugin.py lands
-pytest_plugins = ["lab.plugin"] if importlib.util.find_spec("lab.plugin") else []
+pytest_plugins = ["lab.plugin"]
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -115,8 +115,12 @@ def _trial_run(target: Target) -> str | None:
     for i, volume in enumerate(plan.volumes):
         if volume.target == HF_CACHE_IN_CONTAINER:
             args += ["--mount", f"type=bind,source={volume.source},target={volume.target},readonly"]
-        elif volume.read_only:  # read-write ones are created by compose (create_host_path)
+        elif volume.read_only:
             args += ["--mount", f"type=bind,source={volume.source},target=/recipegen-check/{i},readonly"]
+        elif ":" not in volume.source:
+            # -v creates a missing host folder, as compose's create_host_path does; Swarm services never do,
+            # so creating it here lets the same node run the stack too.
+            args += ["--volume", f"{volume.source}:/recipegen-check/{i}"]
     try:
         target.docker.run(*args, plan.image, "-c", _MODEL_CHECK, "sh", model_dir(target.model), timeout=120)
     except DockerError as exc:

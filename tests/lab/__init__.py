@@ -2,6 +2,7 @@
 
 from .image import IMAGE
 from .netlab import IFNAME, LAB_MEMLOCK, Lab, Node, unavailable_reason
-from .sysutil import LabError
+from .sysutil import LabError, LabTimeout
 
-__all__ = ["IFNAME", "IMAGE", "LAB_MEMLOCK", "Lab", "LabError", "Node", "unavailable_reason"]
+__all__ = ["IFNAME", "IMAGE", "LAB_MEMLOCK", "Lab", "LabError", "LabTimeout", "Node",
+           "unavailable_reason"]

@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
 import subprocess
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 
 class LabError(RuntimeError):
-    """The lab could not be set up or torn down."""
+    """The lab could not be set up or torn down, or a command run in it failed."""
+
+
+class LabTimeout(LabError):
+    """A bounded wait of the lab ran out."""
 
 
 def run(
@@ -20,13 +26,14 @@ def run(
     *,
     check: bool = True,
     env: dict[str, str] | None = None,
-    input: bytes | None = None,
+    input: str | bytes | None = None,
     timeout: float = 120,
-) -> subprocess.CompletedProcess[str]:
-    """Run a command, capturing text output; on failure raise LabError with its stderr."""
+) -> subprocess.CompletedProcess:
+    """Run a command, capturing its output (bytes if input is bytes, else text); on failure
+    raise LabError with its stderr."""
     proc = subprocess.run(
         list(args), capture_output=True, env=env, input=input, timeout=timeout,
-        text=input is None,
+        text=not isinstance(input, bytes),
     )
     if check and proc.returncode != 0:
         err = proc.stderr if isinstance(proc.stderr, str) else proc.stderr.decode(errors="replace")
@@ -41,7 +48,7 @@ def wait_until(
     deadline = time.monotonic() + timeout
     while not condition():
         if time.monotonic() > deadline:
-            raise LabError(f"timed out after {timeout:.0f}s waiting for {what}")
+            raise LabTimeout(f"timed out after {timeout:.0f}s waiting for {what}")
         time.sleep(interval)
 
 
@@ -79,10 +86,8 @@ def stop_pid(pid: int, timeout: float = 30) -> None:
 
 def _reap(pid: int) -> None:
     """Collect pid if it is our child, so that it does not linger as a zombie."""
-    try:
+    with contextlib.suppress(ChildProcessError):  # not our child: its parent reaps it
         os.waitpid(pid, os.WNOHANG)
-    except ChildProcessError:
-        pass
 
 
 def mounts_under(root: Path) -> list[str]:
@@ -122,3 +127,14 @@ def base36(n: int, width: int) -> str:
         n, r = divmod(n, 36)
         out = digits[r] + out
     return out.rjust(width, "0")
+
+
+def each(fn: Callable[[object], object], items: Sequence) -> list:
+    """fn over items in threads (the lab's steps mostly wait on daemons); re-raise the first
+    error once all have finished, so that no thread outlives the call."""
+    items = list(items)
+    if len(items) <= 1:
+        return [fn(i) for i in items]
+    with ThreadPoolExecutor(max_workers=len(items)) as pool:
+        futures = [pool.submit(fn, i) for i in items]
+    return [f.result() for f in futures]

@@ -1,0 +1,112 @@
+"""pytest plugin of the lab (tests/conftest.py: `pytest_plugins = ["lab.plugin"]`).
+
+Fixtures:
+  lab          session-scoped started Lab with at least 3 nodes (spark1..spark3).
+  lab_factory  session-scoped callable: lab_factory(n) -> the same Lab grown to at least n nodes;
+               use lab.nodes[:n] (e.g. lab.write_cluster(path, lab.nodes[:n])). One Lab serves
+               the whole session: fewer dockerds on the 2 cores, and each size costs one start.
+  clean_lab    function-scoped: the session Lab after lab.reset() (all dockerds up, no swarm,
+               no containers), for tests that must not see what earlier tests left.
+
+Where the lab cannot run, its tests are skipped with the reason, except under CI (env CI set),
+where they fail: in CI the lab tests must run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import threading
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from .netlab import Lab, unavailable_reason
+
+LAB_FIXTURES = {"lab", "lab_factory", "clean_lab"}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "lab: needs the real multi-node Docker lab (root, dockerd)")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark every test that uses a lab fixture `lab`, so `-m "not lab"` deselects them."""
+    for item in items:
+        if LAB_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.lab)
+
+
+def _require_lab() -> None:
+    reason = unavailable_reason()
+    if reason is None:
+        return
+    if os.environ.get("CI"):
+        pytest.fail(f"the lab cannot run, and CI must run it: {reason}", pytrace=False)
+    print(f"\nlab tests skipped: {reason}")
+    pytest.skip(f"lab unavailable: {reason}")
+
+
+@pytest.fixture(scope="session")
+def lab_factory() -> Iterator[Callable[[int], Lab]]:
+    shared: list[Lab] = []
+    failure: list[BaseException] = []
+
+    def get(nodes: int = 3) -> Lab:
+        _require_lab()
+        if failure:  # do not retry a failed start-up in every test
+            raise failure[0]
+        try:
+            if not shared:
+                shared.append(Lab(nodes).start())
+                _report(shared[0], "setup")
+            elif len(shared[0].nodes) < nodes:
+                shared[0].add_nodes(nodes - len(shared[0].nodes))
+        except Exception as err:
+            failure.append(err)
+            raise
+        return shared[0]
+
+    with _sigterm_as_interrupt():
+        yield get
+    for lab in shared:
+        lab.stop()
+        _report(lab, "teardown")
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """Turn SIGTERM (a CI timeout, `kill`) into KeyboardInterrupt while the lab may run, so that
+    pytest still tears it down instead of leaving dockerds behind. SIGKILL cannot be caught:
+    the next run's leftover clearing handles that."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+@pytest.fixture(scope="session")
+def lab(lab_factory: Callable[[int], Lab]) -> Lab:
+    return lab_factory(3)
+
+
+@pytest.fixture
+def clean_lab(lab: Lab) -> Lab:
+    lab.reset()
+    return lab
+
+
+def _report(lab: Lab, what: str) -> None:
+    """Print how long the lab took (shown with -s), to keep an eye on its cost."""
+    steps = {k: v for k, v in lab.timings.items() if (k == "teardown") == (what == "teardown")}
+    detail = ", ".join(f"{k} {v:.1f}s" for k, v in steps.items())
+    print(f"\nlab {lab.tag} ({len(lab.nodes)} nodes) {what}: {detail}")
