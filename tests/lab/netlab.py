@@ -338,15 +338,16 @@ class Lab:
         context_dir = self.dir / "engine-context"
         if not context_dir.exists():
             image.stage_context(context_dir)
-        if self.image_mode == "import":
-            image.import_rootfs(context_dir, [self._docker_cmd(n) for n in nodes], self.env)
-            return
         if self.image_mode == "build":
             each(lambda n: image.build(context_dir, self._docker_cmd(n), self.env), nodes)
             return
+        # Made once and copied: every node must hold the SAME image id, as a real cluster's nodes should
+        # (recipegen's preflight refuses image drift; an import per node would give each its own id).
         have = [n for n in self.nodes if n not in nodes]
         source = have[0] if have else nodes[0]
-        if not have:
+        if not have and self.image_mode == "import":
+            image.import_rootfs(context_dir, [self._docker_cmd(source)], self.env)
+        elif not have:
             image.build(context_dir, self._docker_cmd(source), self.env)
         each(lambda n: image.copy(self._docker_cmd(source), self._docker_cmd(n), self.env),
               [n for n in nodes if n is not source])

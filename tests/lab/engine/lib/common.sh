@@ -25,6 +25,8 @@ now() { date +%s; }
 # join HOST PORT LINE: deliver LINE to a head's listener, retrying up to LAB_JOIN_TIMEOUT seconds.
 join() {
     [ -n "$1" ] && [ -n "$2" ] || die "no head address to join (host='$1' port='$2')"
+    # Fault injection for the deploy tests: a worker that dies during start.
+    [ -z "$LAB_FAIL_JOIN" ] || die "cannot join $1:$2: $LAB_FAIL_JOIN"
     deadline=$(( $(now) + LAB_JOIN_TIMEOUT ))
     while :; do
         reply=$(echo "$3" | nc -w 3 "$1" "$2" 2>/dev/null)

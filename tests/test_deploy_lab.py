@@ -1,0 +1,250 @@
+"""Issue 4 acceptance, through the real lab: recipegen build -> up -> a serving head -> down, on real dockerds
+in network namespaces, with real Compose v2 and docker contexts; and the faults users hit."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from lab import IMAGE, LAB_MEMLOCK, Lab
+
+pytestmark = pytest.mark.lab
+
+MODEL = "lab-org/tiny-model"
+SERVED = "tiny"
+
+
+def vllm_recipe(nodes: int, env: dict[str, str] | None = None, port: int = 8000) -> str:
+    env_lines = "\n".join(f'{k} = "{v}"' for k, v in (env or {}).items())
+    return f'''engine = "vllm"
+name = "lab vLLM mp x{nodes}"
+docker_image = "{IMAGE}"
+model = "{MODEL}"
+required_nodes = {nodes}
+tensor_parallel_size = {nodes}
+distributed_backend = "mp"
+shm_size = "1gb"
+args = ["--served-model-name", "{SERVED}", "--port", "{port}", "--max-model-len", "4096",
+        "--compilation-config", "'{{\\"cudagraph_mode\\": \\"FULL\\"}}'"]
+
+[[extra_mounts]]
+host = "~/.cache/vllm"
+container = "/root/.cache/vllm"
+
+[env]
+HF_HUB_OFFLINE = "1"
+LAB_JOIN_TIMEOUT = "5"
+{env_lines}
+'''
+
+
+def sglang_recipe(nodes: int) -> str:
+    return f'''engine = "sglang"
+docker_image = "{IMAGE}"
+model = "{MODEL}"
+required_nodes = {nodes}
+tensor_parallel_size = {nodes}
+shm_size = "2g"
+args = ["--served-model-name", "{SERVED}", "--port", "30000"]
+
+[env]
+HF_HUB_OFFLINE = "1"
+'''
+
+
+def put_model(lab: Lab, nodes) -> None:
+    """The model in each node's Hugging Face cache, as `huggingface-cli download` leaves it."""
+    for node in nodes:
+        snap = Path(node.hf_cache) / "hub" / f"models--{MODEL.replace('/', '--')}" / "snapshots" / "0123abc"
+        snap.mkdir(parents=True, exist_ok=True)
+        (snap / "config.json").write_text("{}")
+
+
+@pytest.fixture
+def project(tmp_path: Path, clean_lab: Lab):
+    """A user's repository: recipes/, a cluster.toml for the lab's nodes, compiled into out/."""
+    lab = clean_lab
+    (tmp_path / "recipes").mkdir()
+
+    def make(recipes: dict[str, str], nodes: int = 3) -> Path:
+        for rid, text in recipes.items():
+            (tmp_path / "recipes" / rid).mkdir(exist_ok=True)
+            (tmp_path / "recipes" / rid / "recipe.toml").write_text(text)
+        lab.write_cluster(tmp_path / "cluster.toml", lab.nodes[:nodes])
+        put_model(lab, lab.nodes[:nodes])
+        run(lab, tmp_path, "build", check=True)
+        return tmp_path
+
+    yield make
+    for rid in os.listdir(tmp_path / "recipes"):  # never leave ranks running for the next test
+        run(lab, tmp_path, "down", rid)
+
+
+def run(lab: Lab, cwd: Path, *args: str, check: bool = False, timeout: float = 180) -> subprocess.CompletedProcess:
+    proc = subprocess.run(["recipegen", *args], cwd=cwd, env=lab.env, capture_output=True, text=True,
+                          timeout=timeout)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    if check:
+        assert proc.returncode == 0, f"recipegen {' '.join(args)}: {proc.stdout}\n{proc.stderr}"
+    return proc
+
+
+def containers(lab: Lab, node, recipe: str) -> list[dict]:
+    out = lab.docker(node, "ps", "-a", "--filter", f"label=dev.recipegen.recipe={recipe}",
+                     "--format", "{{json .}}").stdout
+    return [json.loads(line) for line in out.splitlines() if line.strip()]
+
+
+def inspect(lab: Lab, node, recipe: str) -> dict:
+    rows = containers(lab, node, recipe)
+    assert len(rows) == 1, f"{node.name}: expected one container of {recipe}, got {rows}"
+    return json.loads(lab.docker(node, "inspect", rows[0]["ID"]).stdout)[0]
+
+
+def models(url: str) -> set[str]:
+    with urllib.request.urlopen(url + "/v1/models", timeout=5) as response:
+        return {m["id"] for m in json.load(response)["data"]}
+
+
+def test_vllm_mp_two_nodes_up_serves_and_down_cleans(project, clean_lab: Lab):
+    lab = clean_lab
+    root = project({"vllm2": vllm_recipe(2)})
+    up = run(lab, root, "up", "vllm2", "--timeout", "90")
+    assert up.returncode == 0, up.stderr
+    head = lab.nodes[0]
+    assert f"serving {SERVED} at http://{head.address}:8000" in up.stdout
+    assert SERVED in models(f"http://{head.address}:8000")
+
+    for rank, node in enumerate(lab.nodes[:2]):
+        info = inspect(lab, node, "vllm2")
+        host = info["HostConfig"]
+        assert host["NetworkMode"] == "host"
+        assert host["ShmSize"] == 1024 ** 3
+        assert [r["Driver"] for r in host["DeviceRequests"]] == ["nvidia"]
+        assert host["DeviceRequests"][0]["Capabilities"] == [["gpu"]]
+        assert {u["Name"]: u["Hard"] for u in host["Ulimits"]}["memlock"] == LAB_MEMLOCK
+        env = dict(e.split("=", 1) for e in info["Config"]["Env"])
+        assert env["NCCL_SOCKET_IFNAME"] == "eth0" and env["NCCL_IB_DISABLE"] == "1"
+        assert env["VLLM_HOST_IP"] == node.address and env["MASTER_ADDR"] == head.address
+        mounts = {m["Destination"]: m["Source"] for m in info["Mounts"]}
+        assert mounts["/root/.cache/huggingface"] == str(node.hf_cache)
+        assert mounts["/root/.cache/vllm"] == f"{node.home}/.cache/vllm"
+        argv = info["Config"]["Cmd"]
+        assert argv[argv.index("--node-rank") + 1] == str(rank)
+        assert ("--headless" in argv) == (rank > 0)
+        # the JSON value reached the engine as plain JSON, through shell words, YAML and Compose
+        assert argv[argv.index("--compilation-config") + 1] == '{"cudagraph_mode": "FULL"}'
+    assert containers(lab, lab.nodes[2], "vllm2") == []  # the third node is not the recipe's
+
+    again = run(lab, root, "up", "vllm2", "--timeout", "60")  # idempotent: no second copy
+    assert again.returncode == 0, again.stderr
+    assert [len(containers(lab, n, "vllm2")) for n in lab.nodes[:2]] == [1, 1]
+
+    ps = run(lab, root, "ps", "vllm2", check=True).stdout
+    assert ps.count("running") == 2 and "spark1" in ps and "spark2" in ps
+    logs = run(lab, root, "logs", "vllm2", check=True).stdout.splitlines()
+    assert any(line.startswith("spark2 | ") and "--headless" in line for line in logs)
+    assert any(line.startswith("spark1 | ") for line in logs)
+
+    down = run(lab, root, "down", "vllm2")
+    assert down.returncode == 0, down.stderr
+    assert all(containers(lab, n, "vllm2") == [] for n in lab.nodes)
+
+
+def test_sglang_three_nodes(project, clean_lab: Lab):
+    lab = clean_lab
+    root = project({"sg3": sglang_recipe(3)})
+    up = run(lab, root, "up", "sg3", "--timeout", "90")
+    assert up.returncode == 0, up.stderr
+    assert SERVED in models(f"http://{lab.nodes[0].address}:30000")
+    for rank, node in enumerate(lab.nodes[:3]):
+        info = inspect(lab, node, "sg3")
+        argv = info["Config"]["Cmd"]
+        assert argv[argv.index("--dist-init-addr") + 1] == f"{lab.nodes[0].address}:29501"
+        assert argv[argv.index("--node-rank") + 1] == str(rank)
+        assert info["HostConfig"]["ShmSize"] == 2 * 1024 ** 3
+        assert info["HostConfig"]["NetworkMode"] == "host"
+    assert run(lab, root, "down", "sg3").returncode == 0
+    assert all(containers(lab, n, "sg3") == [] for n in lab.nodes)
+
+
+def test_plain_compose_files_stand_on_their_own(project, clean_lab: Lab):
+    lab = clean_lab
+    root = project({"plain": vllm_recipe(2, port=8011)})
+    for node in lab.nodes[:2]:
+        compose = root / "out" / "plain" / node.name / "compose.yaml"
+        lab.docker(node, "compose", "-f", str(compose), "up", "-d", timeout=120)
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            if SERVED in models(f"http://{lab.nodes[0].address}:8011"):
+                break
+        except OSError:
+            pass
+        assert time.monotonic() < deadline, "the head never served with plain `docker compose up`"
+        time.sleep(0.5)
+    for node in lab.nodes[:2]:
+        lab.docker(node, "compose", "-f", str(root / "out" / "plain" / node.name / "compose.yaml"), "down",
+                   timeout=120)
+    assert all(containers(lab, n, "plain") == [] for n in lab.nodes)
+
+
+def test_preflight_fails_on_a_dead_node_and_nothing_starts(project, clean_lab: Lab):
+    lab = clean_lab
+    root = project({"dead": vllm_recipe(2)})
+    lab.stop_dockerd(lab.nodes[1])
+    try:
+        up = run(lab, root, "up", "dead", "--timeout", "30")
+        assert up.returncode == 1
+        assert "spark2: preflight: context" in up.stderr and "does not answer" in up.stderr
+        assert "nothing was started" in up.stderr
+        assert containers(lab, lab.nodes[0], "dead") == []
+    finally:
+        lab.start_dockerd(lab.nodes[1])
+
+
+def test_preflight_names_the_node_without_the_model(project, clean_lab: Lab):
+    lab = clean_lab
+    root = project({"nomodel": vllm_recipe(2)})
+    missing = Path(lab.nodes[1].hf_cache) / "hub" / f"models--{MODEL.replace('/', '--')}"
+    subprocess.run(["rm", "-rf", str(missing)], check=True)
+    up = run(lab, root, "up", "nomodel", "--timeout", "30")
+    assert up.returncode == 1
+    assert f"spark2: preflight: model {MODEL} is not in this node's Hugging Face cache: looked in {missing}" \
+        in up.stderr
+    assert "spark1: preflight" not in up.stderr
+    assert containers(lab, lab.nodes[0], "nomodel") == []
+
+
+def test_a_worker_that_dies_fails_up_with_its_log_and_cleans_up(project, clean_lab: Lab):
+    lab = clean_lab
+    root = project({"dies": vllm_recipe(2, env={"LAB_FAIL_JOIN": "injected by the test"})})
+    up = run(lab, root, "up", "dies", "--timeout", "60")
+    assert up.returncode == 1
+    assert "up failed: rank on spark2" in up.stderr
+    assert "spark2 | [vllm] error: cannot join" in up.stderr and "injected by the test" in up.stderr
+    assert "spark1 | " in up.stderr  # every rank's last lines are shown
+    assert all(containers(lab, n, "dies") == [] for n in lab.nodes)
+
+
+def test_down_with_a_dead_node_cleans_the_rest_and_names_it(project, clean_lab: Lab):
+    lab = clean_lab
+    root = project({"half": vllm_recipe(2)})
+    assert run(lab, root, "up", "half", "--timeout", "90").returncode == 0
+    lab.stop_dockerd(lab.nodes[1])
+    try:
+        down = run(lab, root, "down", "half", timeout=120)
+        assert down.returncode == 1
+        assert "spark2: FAILED" in down.stderr and "could not clean spark2" in down.stderr
+        assert "spark1: down" in down.stdout
+        assert containers(lab, lab.nodes[0], "half") == []
+    finally:
+        lab.start_dockerd(lab.nodes[1])
+    assert run(lab, root, "down", "half").returncode == 0
+    assert containers(lab, lab.nodes[1], "half") == []
