@@ -258,3 +258,112 @@ def swarm_setup(cluster_path: Path | None, init: bool) -> None:
         click.echo(f"{node}: {problem}", err=True)
     if problems:
         sys.exit(1)
+
+
+@main.group("cluster")
+def cluster_group() -> None:
+    """Cluster files from the live nodes: probe them through their Docker contexts."""
+
+
+@cluster_group.command("probe")
+@click.option("--context", "contexts", multiple=True, required=True,
+              help="A node's Docker context, in rank order (repeat: the first is the head).")
+@click.option("--write", "write_path", type=click.Path(path_type=Path), help="Write the proposed cluster file here.")
+@click.option("--force", is_flag=True, help="With --write: replace an existing file.")
+@click.option("--name", default="cluster", show_default=True, help="The cluster's name.")
+@click.option("--user", help="Login user on the nodes (default: the contexts' ssh user, else root).")
+@click.option("--hf-cache", help="Hugging Face cache folder on every node (default: ~/.cache/huggingface).")
+@click.option("--image", help="Image to run the probe containers in (default: a small one present on each node).")
+@click.option("--timeout", default=60.0, show_default=True, help="Seconds each node has to answer.")
+def cluster_probe(contexts: tuple[str, ...], write_path: Path | None, force: bool, name: str, user: str | None,
+                  hf_cache: str | None, image: str | None, timeout: float) -> None:
+    """Read each node's interfaces, RDMA devices, GPU runtime and memlock limit; propose a cluster file."""
+    from generator.deploy.targets import each
+    from generator.diagnostics import display_path
+    from rich.markup import escape
+
+    from generator.probe import ProbeError, gather, propose, render_cluster, summary_rows, write_atomic
+
+    if len(set(contexts)) != len(contexts):
+        raise click.BadParameter("a context is named twice", param_hint="--context")
+    if write_path is not None and write_path.exists() and not force:
+        click.echo(f"{display_path(write_path)}: exists; pass --force to replace it", err=True)
+        sys.exit(1)
+
+    class _Ctx(str):
+        @property
+        def name(self) -> str:
+            return str(self)
+
+    results = each([_Ctx(c) for c in contexts], lambda c: gather(str(c), image=image, timeout=timeout))
+    failed = {c: r for c, r in results.items() if isinstance(r, BaseException)}
+    for ctx, exc in failed.items():
+        click.echo(f"{ctx}: probe failed: {exc if isinstance(exc, ProbeError) else repr(exc)}", err=True)
+    if failed:
+        click.echo(f"could not probe {len(failed)} of {len(contexts)} node(s); nothing proposed", err=True)
+        sys.exit(1)
+    facts = [results[c] for c in contexts]
+    proposal = propose(facts, name=name, user=user, hf_cache=hf_cache)
+    text = render_cluster(proposal)
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table("node", "context", "management", "fabric", "state", "RDMA", "GPU", "memlock", "probe image",
+                  title=f"cluster {name}: what the nodes show")
+    for row in summary_rows(facts, proposal):
+        table.add_row(*(escape(v) for v in row))
+    Console(stderr=True, width=None if sys.stderr.isatty() else 200).print(table)  # stdout is the file
+    for note in proposal.notes:
+        click.echo(f"undecided: {note}", err=True)
+    if write_path is None:
+        click.echo(text, nl=False)
+        return
+    from generator.diagnostics import RecipegenError
+    from generator.resolve import load_cluster
+
+    tmp_check = write_path.with_name(f".{write_path.name}.check.toml")
+    try:  # the file must load as a cluster before it is written where the user asked
+        tmp_check.parent.mkdir(parents=True, exist_ok=True)
+        tmp_check.write_text(text, "utf-8")
+        load_cluster(tmp_check)
+    except RecipegenError as exc:
+        for d in exc.diagnostics:
+            click.echo(f"internal error: the proposal does not validate: {d.message}", err=True)
+        sys.exit(1)
+    finally:
+        tmp_check.unlink(missing_ok=True)
+    try:
+        write_atomic(write_path, text, force)
+    except (FileExistsError, OSError) as exc:
+        click.echo(f"{display_path(write_path)}: {exc}", err=True)
+        sys.exit(1)
+    click.echo(f"{display_path(write_path)}: written ({len(facts)} node(s)); check it with "
+               f"`recipegen doctor --cluster {display_path(write_path)}`")
+
+
+@main.command()
+@cluster_option
+@click.option("--image", help="Image to run the check containers in (default: a small one present on each node).")
+@click.option("--timeout", default=60.0, show_default=True, help="Seconds each node has to answer.")
+@click.option("--no-reach", is_flag=True, help="Skip the TCP reachability test between the nodes.")
+def doctor(cluster_path: Path | None, image: str | None, timeout: float, no_reach: bool) -> None:
+    """Check the cluster file against the live nodes: contexts, fabric interfaces and addresses, subnet,
+    reachability, GPU runtime, memlock. Exit 1 when any finding is an error."""
+    from generator.build import load_default_cluster
+    from rich.markup import escape
+
+    from generator.doctor import ERROR, OK, WARNING, doctor as run_doctor
+    from generator.project import Project
+
+    cluster = load_default_cluster(cluster_path or Project.find().default_cluster)
+    findings = run_doctor(cluster, image=image, timeout=timeout, reach=not no_reach)
+    order = {n.name: i for i, n in enumerate(cluster.nodes)}
+    findings.sort(key=lambda f: (order.get(f.node, len(order)), {ERROR: 0, WARNING: 1, OK: 2}[f.level]))
+    style = {ERROR: "[red]error[/red]", WARNING: "[yellow]warning[/yellow]", OK: "[green]ok[/green]"}
+    _table(f"doctor: cluster {cluster.name}", ["node", "check", "", "finding", "fix"],
+           [[escape(f.node), escape(f.check), style[f.level], escape(f.message), escape(f.fix)] for f in findings])
+    errors = [f for f in findings if f.level == ERROR]
+    warnings = [f for f in findings if f.level == WARNING]
+    click.echo(f"{len(errors)} error(s), {len(warnings)} warning(s)", err=bool(errors))
+    if errors:
+        sys.exit(1)

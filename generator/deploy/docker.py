@@ -72,9 +72,19 @@ class Docker:
                 return None
             raise
 
-    def containers(self, label: str) -> list[dict]:
+    def containers(self, label: str, timeout: float = DEFAULT_TIMEOUT) -> list[dict]:
         """Containers (running or not) carrying a label, as `docker ps` reports them."""
-        return self.json_lines("ps", "-a", "--no-trunc", "--filter", f"label={label}", "--format", "{{json .}}")
+        return self.json_lines("ps", "-a", "--no-trunc", "--filter", f"label={label}", "--format", "{{json .}}",
+                               timeout=timeout)
+
+    def inspect_container(self, name: str) -> dict | None:
+        """One container's `docker inspect`, or None when there is no such container."""
+        try:
+            return self.json("inspect", "--type", "container", name)[0]
+        except DockerError as exc:
+            if "no such" in exc.stderr.lower():
+                return None
+            raise
 
     def inspect(self, *containers: str) -> list[dict]:
         return self.json("inspect", *containers) if containers else []

@@ -45,17 +45,13 @@ def _check_node(target: Target) -> NodeReport:
     for name in plan.pass_env:
         if name not in os.environ:
             report.notes.append(f"{name} (pass_env) is not set here: the engine will start without it")
-    try:
-        docker.server_version()
-    except DockerError as exc:
-        report.problems.append(f"context '{plan.node.context}' does not answer: {exc.detail}")
-        return report
-    try:
+    try:  # the first call doubles as the "does the context answer" check
         for other in _other_recipes(target):
             report.problems.append(f"node is busy: recipe '{other}' runs here (one GPU per node; "
                                    f"`recipegen down {other}` first)")
     except DockerError as exc:
-        report.problems.append(f"cannot list containers: {exc.detail}")
+        report.problems.append(f"context '{plan.node.context}' does not answer: {exc.detail}")
+        return report
     if not target.compose_file.is_file():
         report.problems.append(f"{target.compose_file} is missing: run `recipegen build`")
     try:
@@ -91,7 +87,7 @@ def _other_recipes(target: Target) -> set[str]:
     """Recipes other than this one with a running container on the node."""
     mine = target.plan.recipe_id
     found = set()
-    for row in target.docker.containers(LABEL_PREFIX + ".recipe"):
+    for row in target.docker.containers(LABEL_PREFIX + ".recipe", timeout=10):
         labels = dict(item.split("=", 1) for item in row.get("Labels", "").split(",") if "=" in item)
         recipe = labels.get(f"{LABEL_PREFIX}.recipe")
         if recipe and recipe != mine and row.get("State") in ("running", "restarting", "created"):

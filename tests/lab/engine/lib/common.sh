@@ -35,7 +35,7 @@ join() {
             return 0
         fi
         [ "$(now)" -lt "$deadline" ] || die "cannot reach head at $1:$2 after ${LAB_JOIN_TIMEOUT}s"
-        sleep 1
+        sleep 0.2
     done
 }
 
