@@ -216,7 +216,6 @@ def check_reach(cluster: Cluster, facts: dict[str, NodeFacts], timeout: float = 
     port = {(a.name, b.name): base + i * len(nodes) + j for i, a in enumerate(nodes)
             for j, b in enumerate(nodes) if a is not b}  # (listener, connector) -> port
     tag = f"recipegen-doctor-{base}"
-    started: list[Node] = []
 
     def listen(node: Node):
         ports = " ".join(str(port[(node.name, other.name)]) for other in nodes if other is not node)
@@ -224,7 +223,6 @@ def check_reach(cluster: Cluster, facts: dict[str, NodeFacts], timeout: float = 
         docker.run("run", "-d", "--rm", "--pull", "never", "--label", LABEL, "--name", f"{tag}-{node.name}",
                    "--network", "host", "-e", f"PORTS={ports}", "-e", f"HOLD={LISTEN_SECONDS}", "--entrypoint", "sh",
                    facts[node.name].image, "-c", _LISTEN, timeout=30)
-        started.append(node)
         deadline = time.monotonic() + READY_SECONDS
         while time.monotonic() < deadline:
             logs = docker.run("logs", f"{tag}-{node.name}", timeout=10)
@@ -254,8 +252,8 @@ def check_reach(cluster: Cluster, facts: dict[str, NodeFacts], timeout: float = 
                 timeout=min(timeout, 30 + CONNECT_SECONDS * len(nodes)))
 
         results = each(nodes, connect)
-    finally:
-        each(started, lambda n: Docker(n.context).run("rm", "-f", f"{tag}-{n.name}", timeout=20))
+    finally:  # every node, not only those known to have started one: a timed-out `run -d` may still have
+        each(nodes, lambda n: Docker(n.context).run("rm", "-f", f"{tag}-{n.name}", timeout=20))
     by_addr = {n.address: n for n in nodes}
     for node in nodes:
         result = results[node.name]
@@ -333,9 +331,12 @@ def doctor(cluster: Cluster, image: str | None = None, timeout: float = 60, reac
         r = results[node.name]
         if isinstance(r, BaseException):
             msg = str(r) if isinstance(r, ProbeError) else _reason(r)
-            findings.append(Finding(node.name, "context", ERROR, msg,
-                                    f"check `docker --context {node.context} info` (the context, ssh access to "
-                                    f"{node.ssh_host}, the docker service); `recipegen contexts`"))
+            if "does not answer" in msg or "no answer within" in msg:
+                fix = (f"check `docker --context {node.context} info` (the context, ssh access to {node.ssh_host}, "
+                       "the docker service); `recipegen contexts`")
+            else:
+                fix = "load a small image with sh on the node (e.g. busybox), or pass --image"
+            findings.append(Finding(node.name, "context", ERROR, msg, fix))
             continue
         facts[node.name] = r[0]
         findings += r[1]

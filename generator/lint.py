@@ -11,10 +11,10 @@ import re
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
-from generator.argwords import FlagGroup, flag_name, group_flags, json_problem
+from generator.argwords import FlagGroup, group_flags, json_problem
 from generator.diagnostics import Diagnostic, Severity
 from generator.engines import OWNED_ENV, OWNED_FLAGS
-from generator.model import Arg, Cluster, Origin, Recipe
+from generator.model import Cluster, Origin, Recipe
 from generator.tomldoc import TomlDocument
 
 ERROR, WARNING = Severity.ERROR, Severity.WARNING
@@ -212,4 +212,12 @@ def lint_cluster(doc: TomlDocument) -> list[Diagnostic]:
                 found.append(doc.diagnostic(path, f"looks like a secret: {SECRET_FIX}", rule="secret"))
 
     walk(doc.data, ())
+    envs = [(("env",), doc.data.get("env", {}))] + [(("nodes", i, "env"), n.get("env", {}))
+                                                    for i, n in enumerate(doc.data.get("nodes", []))]
+    for path, env in envs:
+        for name in OWNED_ENV:
+            if name in env:
+                found.append(doc.diagnostic(path + (name,), f"'{name}' is set per rank by the compiler from the "
+                                                            "nodes' addresses; this value is ignored",
+                                            at_value=False, rule="owned-env", severity=WARNING))
     return found

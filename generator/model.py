@@ -12,7 +12,8 @@ from typing import Callable
 
 from generator.tomldoc import TomlDocument
 
-RECIPE_ID = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+# The recipe id is the Compose project name (`name:`) and the Swarm stack name: Compose's rule, no dots.
+RECIPE_ID = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
 
 ENGINE_DEFAULT_ENTRYPOINT = {"vllm": ("vllm", "serve"), "sglang": ("python3", "-m", "sglang.launch_server")}
 ENGINE_DEFAULT_PORT = {"vllm": 8000, "sglang": 30000}

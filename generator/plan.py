@@ -42,12 +42,14 @@ class NodePlan:
     image: str
     build_context: str | None  # path relative to the compose file's folder
     command: tuple[Arg, ...]  # the argv, each word with where it came from
+    entrypoint_words: int  # how many leading words of `command` form the container's entrypoint
     env: tuple[EnvVar, ...]
     pass_env: tuple[str, ...]  # passed through from the deploying environment (Compose resolves them at `up`)
     volumes: tuple[Volume, ...]
     shm_size: str
     ulimits: Ulimits
     gpu: str
+    gpus: int  # GPUs per node: all of them serve this rank
     rdma: bool
     labels: tuple[tuple[str, str], ...]
     restart_attempts: int
@@ -60,6 +62,14 @@ class NodePlan:
     @property
     def argv(self) -> tuple[str, ...]:
         return tuple(w.word for w in self.command)
+
+    @property
+    def entrypoint(self) -> tuple[Arg, ...]:
+        return self.command[: self.entrypoint_words]
+
+    @property
+    def arguments(self) -> tuple[Arg, ...]:
+        return self.command[self.entrypoint_words:]
 
     @property
     def environment(self) -> dict[str, str]:
@@ -118,6 +128,9 @@ def _plan_node(recipe: Recipe, cluster: Cluster, chosen: tuple[Node, ...], rank:
         else:  # the recipe's own words follow the compiler's, in order
             origin = next(user_origins, COMPILER)
         words.append(Arg(value, origin))
+    # The whole argv is pinned (entrypoint + command), so an image's own ENTRYPOINT (vllm-openai has
+    # ["vllm", "serve"]) cannot run in front of it.
+    entrypoint_words = len(recipe.entrypoint) if starts_with_entrypoint else 1
     hf_origin = cluster.document.origin("cluster", ("hf_cache",)) if "hf_cache" in cluster.document.data else DEFAULT
     volumes = [Volume(node.expand_home(cluster.hf_cache), HF_CACHE_IN_CONTAINER, False, hf_origin)]
     volumes += [Volume(node.expand_home(m.host), m.container, m.read_only, m.origin) for m in recipe.mounts]
@@ -131,9 +144,10 @@ def _plan_node(recipe: Recipe, cluster: Cluster, chosen: tuple[Node, ...], rank:
     return NodePlan(
         recipe_id=recipe.id, node=node, rank=rank, image=recipe.docker_image,
         build_context=_build_context(recipe, root, out_dir / recipe.id / node.name), command=tuple(words),
+        entrypoint_words=entrypoint_words,
         env=_environment(recipe, cluster, chosen, rank),
         pass_env=tuple(dict.fromkeys(n for n in (*cluster.pass_env, *recipe.pass_env) if n not in recipe.env)), volumes=tuple(volumes), shm_size=recipe.shm_size,
-        ulimits=cluster.ulimits, gpu=cluster.gpu, rdma=cluster.rdma, labels=labels,
+        ulimits=cluster.ulimits, gpu=cluster.gpu, gpus=cluster.gpus_per_node, rdma=cluster.rdma, labels=labels,
         restart_attempts=RESTART_ATTEMPTS, stop_grace_period=cluster.stop_grace_period)
 
 
@@ -189,7 +203,8 @@ def input_hash(recipe: Recipe, cluster: Cluster, chosen: tuple[Node, ...]) -> st
         "args": [a.word for a in recipe.args],
         "mounts": [[m.host, m.container, m.read_only] for m in recipe.mounts],
         "cluster": {k: getattr(cluster, k) for k in (
-            "name", "user", "hf_cache", "gpu", "rdma", "master_port", "ray_port", "stop_grace_period", "env",
+            "name", "user", "hf_cache", "gpu", "gpus_per_node", "rdma", "master_port", "ray_port",
+            "stop_grace_period", "env",
             "pass_env")},
         "ulimits": [cluster.ulimits.memlock, cluster.ulimits.stack],
         "nodes": [[n.name, n.address, n.context, n.home, n.env] for n in chosen],

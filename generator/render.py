@@ -23,14 +23,14 @@ _YAML_UNSAFE = re.compile("[\x7f-\x9f\u2028\u2029\ufeff\ufffe\uffff]")
 
 
 # Single-quoted YAML has no escapes: fine for one line of printable characters.
-_SINGLE_QUOTABLE = re.compile("^[^\x00-\x1f\x7f-\x9f\u2028\u2029\ufeff\ufffe\uffff]*$")
+_SINGLE_QUOTABLE = re.compile("[^\x00-\x1f\x7f-\x9f\u2028\u2029\ufeff\ufffe\uffff]*")  # fullmatch
 
 
 class Raw(str):
     """Template-made text that is already valid YAML (never a user value)."""
 
 
-_PLAIN_SCALAR = re.compile(r"^[A-Za-z0-9_./:,=+@%-]*$")
+_PLAIN_SCALAR = re.compile(r"[A-Za-z0-9_./:,=+@%-]*")  # used with fullmatch: `$` would allow a final newline
 
 
 def yaml_scalar(value: object) -> str:
@@ -49,22 +49,23 @@ def yaml_scalar(value: object) -> str:
 
 @lru_cache(maxsize=8192)  # the same values recur on every node of a recipe
 def _quote(value: str) -> str:
-    if _PLAIN_SCALAR.match(value):  # nothing to escape: the common case
+    if _PLAIN_SCALAR.fullmatch(value):  # nothing to escape: the common case
         return f'"{value}"'
     value = value.replace("$", "$$")  # Compose interpolates `$`; `$$` is a literal one
-    if ('"' in value or "\\" in value) and _SINGLE_QUOTABLE.match(value):
+    if ('"' in value or "\\" in value) and _SINGLE_QUOTABLE.fullmatch(value):
         return "'" + value.replace("'", "''") + "'"  # JSON reads better without backslashes
     quoted = json.dumps(value, ensure_ascii=False)
     return _YAML_UNSAFE.sub(lambda m: f"\\u{ord(m[0]):04x}", quoted)
 
 
-_PLAIN_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
+# Bare keys start with a letter: `_0` or `_1E5` may read back as numbers in some YAML parsers.
+_PLAIN_KEY = re.compile(r"[A-Za-z][A-Za-z0-9_.-]*")
 _YAML_WORDS = {"y", "n", "yes", "no", "on", "off", "true", "false", "null"}
 
 
 def key(value: str) -> Raw | str:
     """A mapping key: bare where YAML reads it back as the same string, quoted otherwise."""
-    if _PLAIN_KEY.match(value) and value.lower() not in _YAML_WORDS:
+    if _PLAIN_KEY.fullmatch(value) and value.lower() not in _YAML_WORDS:
         return Raw(value)
     return value
 

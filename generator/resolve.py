@@ -43,8 +43,9 @@ def load_recipe(path: str | Path, recipes_dir: Path | None = None) -> Recipe:
     recipe_id = path.resolve().parent.name
     if not RECIPE_ID.match(recipe_id):
         raise RecipegenError(Diagnostic(child.shown, None, None, None,
-                                        f"recipe folder name '{recipe_id}' is not a valid recipe id "
-                                        "(lowercase letters, digits, '.', '_' and '-')"))
+                                        f"recipe folder name '{recipe_id}' cannot be a recipe id: it names the "
+                                        "Compose project and Swarm stack, so lowercase letters, digits, '-' and "
+                                        f"'_' only (e.g. '{_suggest_id(recipe_id)}')"))
     values: dict[str, Any] = {}
     origins: dict[str, Origin] = {}
     env: dict[str, str] = {}
@@ -102,6 +103,12 @@ def load_recipe(path: str | Path, recipes_dir: Path | None = None) -> Recipe:
         env_origins=env_origins, documents=tuple(chain))
 
 
+def _suggest_id(name: str) -> str:
+    import re
+
+    return re.sub(r"[^a-z0-9_-]+", "-", name.lower()).strip("-_") or "my-recipe"
+
+
 def _load_chain(path: Path, recipes_dir: Path | None) -> list[TomlDocument]:
     chain: list[TomlDocument] = []
     seen: dict[Path, TomlDocument] = {}
@@ -152,7 +159,8 @@ def load_cluster(path: str | Path) -> Cluster:
                                                                       f"(first by nodes[{names[raw['name']]}])"))
         names[raw["name"]] = i
         user = raw.get("user", get("user"))
-        home = raw.get("home") or (data.get("home") if "user" not in raw else None) or (
+        # The cluster's home belongs to the cluster's user: a node with another user has that user's home.
+        home = raw.get("home") or (data.get("home") if user == get("user") else None) or (
             "/root" if user == "root" else f"/home/{user}")
         nodes.append(Node(index=i, name=raw["name"], address=raw["address"], context=raw["context"],
                           ssh_host=raw.get("ssh_host", raw["address"]), user=user, home=home,

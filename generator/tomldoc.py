@@ -11,9 +11,12 @@ import tomllib
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from generator.diagnostics import Diagnostic, RecipegenError, display_path
+
+if TYPE_CHECKING:
+    from generator.model import Origin
 
 KeyPath = tuple[str | int, ...]
 

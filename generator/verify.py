@@ -32,8 +32,8 @@ def verify_compose(text: str, shown: str) -> dict:
     # yaml-rs: a YAML 1.2 parser in Rust, as Compose's Go parser reads YAML 1.2; ten times PyYAML's speed.
     try:
         document = yaml_rs.loads(text)
-    except yaml_rs.YAMLDecodeError as exc:
-        raise RecipegenError(Diagnostic(shown, None, None, None, f"generated YAML does not parse: {exc}")) from None
+    except (yaml_rs.YAMLDecodeError, ValueError, TypeError) as exc:  # a renderer bug, never a traceback
+        raise RecipegenError(Diagnostic(shown, None, None, None, f"generated YAML does not read back: {exc}")) from None
     errors = list(_compose_validator().iter_errors(document))
     if errors:
         raise RecipegenError([

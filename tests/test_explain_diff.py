@@ -167,7 +167,7 @@ def test_diff_after_a_flag_edit(project):
 
 def test_diff_of_one_recipe(project):
     edit_qwen(project)
-    assert "no changes" in run("diff", "glm-4.5-air-sglang").stdout
+    assert "no changes" in run("diff", "glm-4-5-air-sglang").stdout
     assert '+      - "24"' in run("diff", QWEN).stdout
 
 
@@ -179,13 +179,13 @@ def test_diff_then_build_then_no_diff(project):
 
 def test_diff_of_a_removed_recipe_and_a_removed_node(project):
     shutil.rmtree(project / "recipes" / QWEN)
-    glm = project / "recipes" / "glm-4.5-air-sglang" / "recipe.toml"
+    glm = project / "recipes" / "glm-4-5-air-sglang" / "recipe.toml"
     text = glm.read_text("utf-8")
     glm.write_text(text.replace("required_nodes = 2", "required_nodes = 1")
                    .replace("tensor_parallel_size = 2", "tensor_parallel_size = 1"), "utf-8")
     out = run("diff").stdout
     assert f"--- out/{QWEN}/ (would be removed: no such recipe)" in out
-    assert "--- a/out/glm-4.5-air-sglang/spark2/compose.yaml\n" in out  # the node that no longer runs a rank
+    assert "--- a/out/glm-4-5-air-sglang/spark2/compose.yaml\n" in out  # the node that no longer runs a rank
     assert '-      dev.recipegen.node: "spark2"' in out
 
 

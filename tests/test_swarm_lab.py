@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-import subprocess
 import time
 from pathlib import Path
 
 import pytest
 
 from lab import IMAGE, Lab
-from test_deploy_lab import MODEL, SERVED, models, put_model, run, vllm_recipe
+from test_deploy_lab import SERVED, models, put_model, run, vllm_recipe
 
 pytestmark = pytest.mark.lab
 
