@@ -93,7 +93,8 @@ def main() -> None:
     print(f"machine: {machine()}")
     print(f"recipegen: {exe}\n")
 
-    with tempfile.TemporaryDirectory(prefix="recipegen-bench-") as tmp:
+    # Trees live beside the checkout, on the filesystem users build on (/tmp may be another, slower one).
+    with tempfile.TemporaryDirectory(prefix=".bench-", dir=ROOT) as tmp:
         tmp = Path(tmp)
         shipped = tmp / "shipped"
         shipped.mkdir()

@@ -310,7 +310,8 @@ def doctor(cluster: Cluster, image: str | None = None, timeout: float = 60, reac
     def look(node: Node) -> tuple[NodeFacts, list[Finding]]:
         f = gather(node.context, image=image, memlock=memlock, gpu=cluster.gpu if cluster.gpu != "none" else None,
                    timeout=timeout)
-        found = [Finding(node.name, "context", OK, f"'{node.context}' answers (engine {f.engine}, probe image {f.image})")]
+        found = [Finding(node.name, "context", OK,
+                         f"'{node.context}' answers (engine {f.engine}, probe image {f.image})")]
         if f.memlock_ok is False:
             hard = {None: "unknown", -1: "unlimited"}.get(f.memlock_hard, f"{f.memlock_hard} bytes")
             found.append(Finding(node.name, "memlock", ERROR,

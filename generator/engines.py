@@ -8,7 +8,6 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass
 
-from generator.argwords import group_flags
 from generator.model import ENGINE_DEFAULT_PORT, Cluster, Node, Recipe
 
 # Flags the compiler writes itself (all spellings the engine accepts); a recipe setting one is an error.
@@ -52,7 +51,7 @@ class RankCommand:
 def flag_value(recipe: Recipe, *names: str) -> str | None:
     """The (last) value of a flag in the recipe's args, e.g. `--port`."""
     found = None
-    for group in group_flags(recipe.args):
+    for group in recipe.flag_groups:
         if group.flag in names and group.values:
             found = group.values[0]
     return found

@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
-from generator.argwords import FlagGroup, group_flags, json_problem
+from generator.argwords import FlagGroup, json_problem
 from generator.diagnostics import Diagnostic, Severity
 from generator.engines import OWNED_ENV, OWNED_FLAGS
 from generator.model import Cluster, Origin, Recipe
@@ -57,7 +57,7 @@ def lint_recipe(recipe: Recipe, cluster: Cluster | None) -> list[Diagnostic]:
 
 
 def _flags(recipe: Recipe) -> list[FlagGroup]:
-    return [g for g in group_flags(recipe.args) if g.flag]
+    return [g for g in recipe.flag_groups if g.flag]
 
 
 def _last(recipe: Recipe, flag: str) -> FlagGroup | None:
@@ -78,7 +78,7 @@ def _owned_flag(recipe, cluster):
     for group in _flags(recipe):
         if group.flag in owned:
             yield group.args[0].origin, "args", f"'{group.flag}' is set by the compiler: {owned[group.flag]}"
-    words = group_flags(recipe.args)
+    words = recipe.flag_groups
     if words and words[0].flag is None:
         yield (words[0].args[0].origin, "args", f"'{words[0].args[0].word}' is not a flag: positional arguments are "
                                                 "the compiler's (it passes the model); start args with a flag")

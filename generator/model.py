@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Callable
 
@@ -108,6 +109,13 @@ class Recipe:
     @property
     def document(self) -> TomlDocument:
         return self.documents[0]
+
+    @cached_property
+    def flag_groups(self) -> list:
+        """`args` grouped into flags and their values (argwords.FlagGroup), computed once per recipe."""
+        from generator.argwords import group_flags  # argwords builds on this module's types
+
+        return group_flags(self.args)
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -78,15 +79,20 @@ def write_tree(out_dir: Path, files: dict[str, str], recipe_ids: list[str], prun
     out_dir.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".recipegen-staging-", dir=out_dir))
     trash = Path(tempfile.mkdtemp(prefix=".recipegen-old-", dir=out_dir))
+    def stage(item: tuple[str, str]) -> None:
+        path, text = item
+        _inside(out_dir, path)
+        target = staging / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        # No fsync: out/ is derived and rebuilt at will; renames keep each reader's view whole.
+        with open(target, "w", encoding="utf-8", newline="\n") as fh:
+            fh.write(text)
+
     try:
-        for path, text in files.items():
-            if path.split("/", 1)[0] in changed:
-                _inside(out_dir, path)
-                target = staging / path
-                target.parent.mkdir(parents=True, exist_ok=True)
-                # No fsync: out/ is derived and rebuilt at will; renames keep each reader's view whole.
-                with open(target, "w", encoding="utf-8", newline="\n") as fh:
-                    fh.write(text)
+        todo = [(path, text) for path, text in files.items() if path.split("/", 1)[0] in changed]
+        # Creating folders and files waits on the filesystem, not the CPU: a few threads overlap the waits.
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            list(pool.map(stage, todo))
         moved: list[str] = []
         try:
             for name in changed:

@@ -63,6 +63,7 @@ _PLAIN_KEY = re.compile(r"[A-Za-z][A-Za-z0-9_.-]*")
 _YAML_WORDS = {"y", "n", "yes", "no", "on", "off", "true", "false", "null"}
 
 
+@lru_cache(maxsize=4096)
 def key(value: str) -> Raw | str:
     """A mapping key: bare where YAML reads it back as the same string, quoted otherwise."""
     if _PLAIN_KEY.fullmatch(value) and value.lower() not in _YAML_WORDS:
