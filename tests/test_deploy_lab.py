@@ -248,3 +248,25 @@ def test_down_with_a_dead_node_cleans_the_rest_and_names_it(project, clean_lab: 
         lab.start_dockerd(lab.nodes[1])
     assert run(lab, root, "down", "half").returncode == 0
     assert containers(lab, lab.nodes[1], "half") == []
+
+
+def test_contexts_shows_who_answers_and_creates_the_missing_ones(tmp_path: Path, clean_lab: Lab):
+    lab = clean_lab
+    cluster = lab.write_cluster(tmp_path / "cluster.toml", lab.nodes[:2])
+    text = cluster.read_text()
+    missing = f"recipegen-test-missing-{os.getpid()}"
+    cluster.write_text(text.replace(f'context = "{lab.nodes[1].context}"', f'context = "{missing}"'))
+    shown = run(lab, tmp_path, "contexts")
+    assert shown.returncode == 1
+    rows = {line.split("│")[1].strip(): line for line in shown.stdout.splitlines() if line.count("│") >= 4}
+    assert "yes (engine" in rows["spark1"]
+    assert "missing" in rows["spark2"]
+    try:
+        made = run(lab, tmp_path, "contexts", "--create", timeout=120)
+        endpoint = json.loads(subprocess.run(["docker", "context", "inspect", missing], env=lab.env,
+                                             capture_output=True, text=True, check=True).stdout)[0]
+        assert endpoint["Endpoints"]["docker"]["Host"] == f"ssh://root@{lab.nodes[1].address}"
+        assert made.returncode == 1  # created, but nothing listens for SSH in the lab: it does not answer
+        assert "spark2" in made.stdout and "no:" in made.stdout
+    finally:
+        subprocess.run(["docker", "context", "rm", "-f", missing], env=lab.env, capture_output=True)
