@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
+from typing import Callable
 from pathlib import Path
 
 from generator.diagnostics import Diagnostic, RecipegenError
@@ -14,30 +16,76 @@ from generator.resolve import load_cluster, load_recipe
 from generator.verify import verify_compose
 
 
+# Below this many recipes a process pool costs more (fork, pickling the texts back) than it saves.
+PARALLEL_FROM = 24
+
+
 @dataclass
 class BuildResult:
-    plans: list[RecipePlan] = field(default_factory=list)
+    recipe_ids: list[str] = field(default_factory=list)
     files: dict[str, str] = field(default_factory=dict)  # path relative to out/ -> text
     warnings: list[Diagnostic] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class _Outcome:
+    """What compiling one recipe gives back across a process boundary: texts and findings, not the plan."""
+
+    recipe_id: str | None
+    files: dict[str, str]
+    findings: list[Diagnostic]
+    failed: bool
+
+
 def compile_recipes(recipe_paths: list[Path], cluster: Cluster, root: Path, out_dir: Path,
-                    strict: bool = False) -> BuildResult:
-    """Compile every recipe, collecting every recipe's errors before failing (one run shows them all)."""
+                    strict: bool = False, on_result: Callable[[str, dict[str, str]], None] | None = None
+                    ) -> BuildResult:
+    """Compile every recipe, collecting every recipe's errors before failing (one run shows them all).
+
+    Recipes compile independently, so large trees use every core; results keep the input order, so the
+    output stays byte-identical however the work was split. `on_result` sees each recipe's files as they
+    arrive (the writer stages them while the rest compiles)."""
+    work = [(path, cluster, root, out_dir, strict) for path in recipe_paths]
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    if len(work) >= PARALLEL_FROM and cores > 1:
+        import multiprocessing
+
+        # fork: the workers inherit the loaded modules, compiled schemas and templates of this process.
+        pool = multiprocessing.get_context("fork").Pool(cores)
+        outcomes = pool.imap(_compile_star, work, chunksize=max(1, len(work) // (cores * 8)))
+    else:
+        pool = None
+        outcomes = (_compile_outcome(*item) for item in work)
     result = BuildResult()
     errors: list[Diagnostic] = []
-    for path in recipe_paths:
-        try:
-            plan, files, warnings = compile_one(path, cluster, root, out_dir, strict)
-        except RecipegenError as exc:
-            errors.extend(exc.diagnostics)
-            continue
-        result.plans.append(plan)
-        result.files.update(files)
-        result.warnings.extend(warnings)
+    try:
+        for outcome in outcomes:
+            if outcome.failed:
+                errors.extend(outcome.findings)
+                continue
+            result.recipe_ids.append(outcome.recipe_id)
+            result.files.update(outcome.files)
+            result.warnings.extend(outcome.findings)
+            if on_result is not None and not errors:  # once one recipe failed nothing will be written
+                on_result(outcome.recipe_id, outcome.files)
+    finally:
+        if pool is not None:
+            pool.terminate()
     if errors:
         raise RecipegenError(errors + result.warnings)
     return result
+
+
+def _compile_star(item: tuple) -> _Outcome:
+    return _compile_outcome(*item)
+
+
+def _compile_outcome(path: Path, cluster: Cluster, root: Path, out_dir: Path, strict: bool) -> _Outcome:
+    try:
+        plan, files, findings = compile_one(path, cluster, root, out_dir, strict)
+    except RecipegenError as exc:
+        return _Outcome(None, {}, exc.diagnostics, True)
+    return _Outcome(plan.recipe.id, files, findings, False)
 
 
 def compile_one(path: Path, cluster: Cluster, root: Path, out_dir: Path,

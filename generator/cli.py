@@ -50,7 +50,7 @@ cluster_option = click.option("--cluster", "cluster_path", type=click.Path(path_
 def build(recipes: tuple[str, ...], cluster_path: Path | None, out_dir: Path | None, check: bool, strict: bool) -> None:
     """Compile RECIPES (recipe.toml files, their folders or ids; none = every recipe under recipes/)."""
     from generator.build import compile_recipes, load_default_cluster
-    from generator.output import differences, write_tree
+    from generator.output import Stager, differences
     from generator.project import Project
 
     project = Project.find()
@@ -59,22 +59,24 @@ def build(recipes: tuple[str, ...], cluster_path: Path | None, out_dir: Path | N
         raise RecipegenError(Diagnostic(str(project.recipes_dir), None, None, None, "no recipes to build"))
     out = out_dir or project.default_out
     cluster = load_default_cluster(cluster_path or project.default_cluster)
+    prune = not recipes
+    if not check:
+        with Stager(out) as stager:  # stages recipes as they compile; nothing lands unless all of them do
+            result = compile_recipes(paths, cluster, project.root, out, strict, on_result=stager.offer)
+            diffs = stager.commit(result.recipe_ids, prune)
+        _print(result.warnings)
+        click.echo(f"{out}: {len(result.files)} files for {len(result.recipe_ids)} recipe(s), {len(diffs)} changed")
+        return
     result = compile_recipes(paths, cluster, project.root, out, strict)
     _print(result.warnings)
-    ids = [plan.recipe.id for plan in result.plans]
-    prune = not recipes
-    if check:
-        diffs = differences(out, result.files, ids, prune)
-        for d in diffs[:20]:
-            click.echo(f"{out / d.path}: {d.kind}", err=True)
-        if diffs:
-            more = f" ({len(diffs) - 20} more not shown)" if len(diffs) > 20 else ""
-            click.echo(f"{out}: {len(diffs)} file(s) differ from a fresh build{more}; run `recipegen build`", err=True)
-            sys.exit(1)
-        click.echo(f"{out}: up to date ({len(result.files)} files)")
-        return
-    diffs = write_tree(out, result.files, ids, prune)
-    click.echo(f"{out}: {len(result.files)} files for {len(ids)} recipe(s), {len(diffs)} changed")
+    diffs = differences(out, result.files, result.recipe_ids, prune)
+    for d in diffs[:20]:
+        click.echo(f"{out / d.path}: {d.kind}", err=True)
+    if diffs:
+        more = f" ({len(diffs) - 20} more not shown)" if len(diffs) > 20 else ""
+        click.echo(f"{out}: {len(diffs)} file(s) differ from a fresh build{more}; run `recipegen build`", err=True)
+        sys.exit(1)
+    click.echo(f"{out}: up to date ({len(result.files)} files)")
 
 
 @main.command()
@@ -164,7 +166,7 @@ def diff(recipes: tuple[str, ...], cluster_path: Path | None, out_dir: Path | No
     out = out_dir or project.default_out
     cluster = load_default_cluster(cluster_path or project.default_cluster)
     result = compile_recipes(paths, cluster, project.root, out)
-    diffs = differences(out, result.files, [p.recipe.id for p in result.plans], prune=not recipes)
+    diffs = differences(out, result.files, result.recipe_ids, prune=not recipes)
     for d in diffs:
         old = (out / d.path).read_text("utf-8").splitlines(True) if d.kind != "missing" and (out / d.path).is_file() else []
         new = result.files.get(d.path, "").splitlines(True)

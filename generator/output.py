@@ -69,46 +69,84 @@ def differences(out_dir: Path, files: dict[str, str], recipe_ids: list[str], pru
     return diffs
 
 
-def write_tree(out_dir: Path, files: dict[str, str], recipe_ids: list[str], prune: bool) -> list[Difference]:
-    """Replace each recipe's folder whole (stale nodes vanish) after every file is staged; unchanged folders
-    are left untouched. With `prune`, generated folders of recipes that no longer exist are removed."""
-    diffs = differences(out_dir, files, recipe_ids, prune)
-    if not diffs:
-        return diffs
-    changed = sorted({d.path.split("/", 1)[0] for d in diffs})
-    out_dir.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=".recipegen-staging-", dir=out_dir))
-    trash = Path(tempfile.mkdtemp(prefix=".recipegen-old-", dir=out_dir))
-    def stage(item: tuple[str, str]) -> None:
-        path, text = item
-        _inside(out_dir, path)
-        target = staging / path
+class Stager:
+    """Stages each changed recipe folder inside out/ as soon as its files are known (while other recipes still
+    compile), then swaps the folders in whole at `commit`; leaving the block without committing (an error in any
+    recipe) removes everything staged, so out/ is never half-written. Unchanged folders are left untouched."""
+
+    def __init__(self, out_dir: Path):
+        self.out_dir = out_dir
+        self.diffs: list[Difference] = []
+        self._changed: list[str] = []
+        self._staging: Path | None = None
+        # Creating folders and files waits on the filesystem, not the CPU: a few threads overlap the waits.
+        self._pool = ThreadPoolExecutor(max_workers=8)
+        self._jobs: list = []
+        self._made_out_dir = False
+
+    def __enter__(self) -> "Stager":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._pool.shutdown(wait=True)
+        if self._staging is not None:
+            shutil.rmtree(self._staging, ignore_errors=True)
+        if self._made_out_dir and not any(self.out_dir.iterdir()):  # a failed first build leaves no out/
+            self.out_dir.rmdir()
+
+    def offer(self, recipe_id: str, files: dict[str, str]) -> None:
+        diffs = differences(self.out_dir, files, [recipe_id], prune=False)
+        if not diffs:
+            return
+        self.diffs.extend(diffs)
+        self._changed.append(recipe_id)
+        if self._staging is None:
+            self._made_out_dir = not self.out_dir.exists()
+            self.out_dir.mkdir(parents=True, exist_ok=True)
+            self._staging = Path(tempfile.mkdtemp(prefix=".recipegen-staging-", dir=self.out_dir))
+        self._jobs += [self._pool.submit(self._stage, path, text) for path, text in files.items()]
+
+    def _stage(self, path: str, text: str) -> None:
+        _inside(self.out_dir, path)
+        target = self._staging / path
         target.parent.mkdir(parents=True, exist_ok=True)
         # No fsync: out/ is derived and rebuilt at will; renames keep each reader's view whole.
         with open(target, "w", encoding="utf-8", newline="\n") as fh:
             fh.write(text)
 
-    try:
-        todo = [(path, text) for path, text in files.items() if path.split("/", 1)[0] in changed]
-        # Creating folders and files waits on the filesystem, not the CPU: a few threads overlap the waits.
-        with ThreadPoolExecutor(max_workers=8) as pool:
-            list(pool.map(stage, todo))
-        moved: list[str] = []
+    def commit(self, recipe_ids: list[str], prune: bool) -> list[Difference]:
+        """Swap every staged folder in; with `prune`, remove generated folders of recipes that are gone."""
+        stale = sorted(_generated_dirs(self.out_dir) - set(recipe_ids)) if prune else []
+        self.diffs.extend(Difference(name + "/", "stale") for name in stale)
+        if not self._changed and not stale:
+            return self.diffs
         try:
-            for name in changed:
-                if (out_dir / name).exists():
-                    os.replace(out_dir / name, trash / name)
-                    moved.append(name)
-                if (staging / name).exists():
-                    os.replace(staging / name, out_dir / name)
-        except OSError:
-            for name in moved:  # put the previous generation back
-                if not (out_dir / name).exists():
-                    os.replace(trash / name, out_dir / name)
-            raise
-    except OSError as exc:
-        raise RecipegenError(Diagnostic(str(out_dir), None, None, None, f"cannot write: {exc}")) from None
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-        shutil.rmtree(trash, ignore_errors=True)
-    return diffs
+            for job in self._jobs:
+                job.result()
+            trash = Path(tempfile.mkdtemp(prefix=".recipegen-old-", dir=self.out_dir))
+            moved: list[str] = []
+            try:
+                for name in [*self._changed, *stale]:
+                    if (self.out_dir / name).exists():
+                        os.replace(self.out_dir / name, trash / name)
+                        moved.append(name)
+                    if self._staging is not None and (self._staging / name).exists():
+                        os.replace(self._staging / name, self.out_dir / name)
+            except OSError:
+                for name in moved:  # put the previous generation back
+                    if not (self.out_dir / name).exists():
+                        os.replace(trash / name, self.out_dir / name)
+                raise
+            finally:
+                shutil.rmtree(trash, ignore_errors=True)
+        except OSError as exc:
+            raise RecipegenError(Diagnostic(str(self.out_dir), None, None, None, f"cannot write: {exc}")) from None
+        return self.diffs
+
+
+def write_tree(out_dir: Path, files: dict[str, str], recipe_ids: list[str], prune: bool) -> list[Difference]:
+    """Write compiled files all-or-nothing (see Stager)."""
+    with Stager(out_dir) as stager:
+        for recipe_id in recipe_ids:
+            stager.offer(recipe_id, {p: t for p, t in files.items() if p.split("/", 1)[0] == recipe_id})
+        return stager.commit(recipe_ids, prune)
