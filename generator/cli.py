@@ -168,7 +168,8 @@ def diff(recipes: tuple[str, ...], cluster_path: Path | None, out_dir: Path | No
     result = compile_recipes(paths, cluster, project.root, out)
     diffs = differences(out, result.files, result.recipe_ids, prune=not recipes)
     for d in diffs:
-        old = (out / d.path).read_text("utf-8").splitlines(True) if d.kind != "missing" and (out / d.path).is_file() else []
+        on_disk = out / d.path
+        old = on_disk.read_text("utf-8").splitlines(True) if d.kind != "missing" and on_disk.is_file() else []
         new = result.files.get(d.path, "").splitlines(True)
         if d.kind == "stale" and d.path.endswith("/"):
             click.echo(f"--- {display_path(out / d.path)}/ (would be removed: no such recipe)")

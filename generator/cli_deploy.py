@@ -52,11 +52,18 @@ swarm_option = click.option("--swarm", is_flag=True, help="Use the Swarm stack (
                                                           "manager's context instead of per-node compose files.")
 
 
+def recipe_target(swarm: bool = True):
+    """RECIPE, --cluster, --out (and --swarm): what every command acting on a deployed recipe takes."""
+    def decorate(fn):
+        options = [click.argument("recipe"), cluster_option, out_option] + ([swarm_option] if swarm else [])
+        for option in reversed(options):
+            fn = option(fn)
+        return fn
+    return decorate
+
+
 @main.command()
-@click.argument("recipe")
-@cluster_option
-@out_option
-@swarm_option
+@recipe_target()
 @click.option("--timeout", default=1800.0, show_default=True, help="Seconds to wait for the head to serve.")
 @click.option("--keep", is_flag=True, help="On failure, leave what started running (for debugging).")
 def up(recipe: str, cluster_path: Path | None, out_dir: Path | None, swarm: bool, timeout: float, keep: bool) -> None:
@@ -117,10 +124,7 @@ def up(recipe: str, cluster_path: Path | None, out_dir: Path | None, swarm: bool
 
 
 @main.command()
-@click.argument("recipe")
-@cluster_option
-@out_option
-@swarm_option
+@recipe_target()
 def down(recipe: str, cluster_path: Path | None, out_dir: Path | None, swarm: bool) -> None:
     """Stop and remove RECIPE's containers on every node at once."""
     from generator.deploy.operate import stop
@@ -142,10 +146,7 @@ def down(recipe: str, cluster_path: Path | None, out_dir: Path | None, swarm: bo
 
 
 @main.command()
-@click.argument("recipe")
-@cluster_option
-@out_option
-@swarm_option
+@recipe_target()
 def ps(recipe: str, cluster_path: Path | None, out_dir: Path | None, swarm: bool) -> None:
     """One table of RECIPE's ranks across nodes: node, context, container, state, health, status."""
     from generator.deploy.operate import rank_states
@@ -165,10 +166,7 @@ main.add_command(ps, name="status")
 
 
 @main.command()
-@click.argument("recipe")
-@cluster_option
-@out_option
-@swarm_option
+@recipe_target()
 @click.option("-f", "--follow", is_flag=True, help="Keep streaming.")
 @click.option("--node", "nodes", multiple=True, help="Only this node (repeatable).")
 @click.option("--tail", type=int, default=None, help="Lines from the end of each log.")
@@ -186,8 +184,8 @@ def logs(recipe: str, cluster_path: Path | None, out_dir: Path | None, swarm: bo
     chosen = set(nodes) or known
     if swarm:
         boss = Docker(_manager(dep).context)
-        commands = {t.name: boss.command("service", "logs", "--raw", *(["-f"] if follow else []),
-                                         *(["--tail", str(tail)] if tail is not None else []), f"{dep.project}_{t.name}")
+        options = [*(["-f"] if follow else []), *(["--tail", str(tail)] if tail is not None else [])]
+        commands = {t.name: boss.command("service", "logs", "--raw", *options, f"{dep.project}_{t.name}")
                     for t in dep.targets if t.name in chosen}
     else:
         commands = log_commands(dep, follow, tail, chosen)
@@ -197,9 +195,7 @@ def logs(recipe: str, cluster_path: Path | None, out_dir: Path | None, swarm: bo
 
 
 @main.command()
-@click.argument("recipe")
-@cluster_option
-@out_option
+@recipe_target(swarm=False)
 def images(recipe: str, cluster_path: Path | None, out_dir: Path | None) -> None:
     """Make RECIPE's image present, identical, on every node it uses (build there, or copy from a node)."""
     from generator.deploy.images import sync_images

@@ -20,8 +20,9 @@ from generator.tomldoc import TomlDocument
 ERROR, WARNING = Severity.ERROR, Severity.WARNING
 FABRIC_ENV = re.compile(r"^(NCCL_|UCX_|GLOO_|TP_SOCKET_|OMPI_MCA_btl_tcp_if|NVSHMEM_)")
 # Formats of real tokens: Hugging Face, OpenAI-style, GitHub, GitLab, Slack, AWS access keys, JWTs.
-SECRET_VALUE = re.compile(r"(hf_[A-Za-z0-9]{30,}|sk-[A-Za-z0-9_-]{20,}|gh[pousr]_[A-Za-z0-9]{30,}|glpat-[A-Za-z0-9_-]{20,}"
-                          r"|xox[baprs]-[A-Za-z0-9-]{10,}|AKIA[0-9A-Z]{16}|eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\.)")
+SECRET_VALUE = re.compile(r"(hf_[A-Za-z0-9]{30,}|sk-[A-Za-z0-9_-]{20,}|gh[pousr]_[A-Za-z0-9]{30,}"
+                          r"|glpat-[A-Za-z0-9_-]{20,}|xox[baprs]-[A-Za-z0-9-]{10,}|AKIA[0-9A-Z]{16}"
+                          r"|eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\.)")
 # Whole words of a variable name: HF_TOKEN, OPENAI_API_KEY, AWS_SECRET_ACCESS_KEY; not TOKENIZERS_PARALLELISM.
 SECRET_NAME = re.compile(r"(^|_)(TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|APIKEY|ACCESS_KEY|PRIVATE_KEY|CREDENTIALS?)($|_)",
                          re.I)
@@ -98,7 +99,8 @@ def _bad_json(recipe, cluster):
         for value in group.values[:1]:
             problem = json_problem(value)
             if problem:
-                yield group.args[0].origin, "args", f"'{group.flag}' value is not valid JSON: {problem}: {value.strip()[:60]}"
+                yield (group.args[0].origin, "args",
+                       f"'{group.flag}' value is not valid JSON: {problem}: {value.strip()[:60]}")
 
 
 @rule("duplicate-flag", WARNING, "the same flag given twice (the engine silently keeps one)")
@@ -118,7 +120,8 @@ def _parallel_size(recipe, cluster):
     world = recipe.tensor_parallel_size * recipe.pipeline_parallel_size
     gpus = recipe.required_nodes * gpus_per_node
     if world != gpus:
-        candidates = [recipe.origins.get(k) for k in ("tensor_parallel_size", "pipeline_parallel_size", "required_nodes")]
+        keys = ("tensor_parallel_size", "pipeline_parallel_size", "required_nodes")
+        candidates = [recipe.origins.get(k) for k in keys]
         origin = next((o for o in candidates if o is not None and o.file), recipe.document.origin("recipe", ()))
         yield (origin, "tensor_parallel_size",
                f"tensor_parallel_size x pipeline_parallel_size = {world}, but {recipe.required_nodes} node(s) x "

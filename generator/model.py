@@ -167,7 +167,8 @@ class Cluster:
         """The nodes a recipe runs on, head first; LookupError says why there are none."""
         if recipe.nodes is None:
             if recipe.required_nodes > len(self.nodes):
-                raise LookupError(f"needs {recipe.required_nodes} nodes but cluster '{self.name}' has {len(self.nodes)}")
+                raise LookupError(f"needs {recipe.required_nodes} nodes but cluster '{self.name}' "
+                                  f"has {len(self.nodes)}")
             return self.nodes[: recipe.required_nodes]
         if len(recipe.nodes) != recipe.required_nodes:
             raise LookupError(f"names {len(recipe.nodes)} node(s) but required_nodes is {recipe.required_nodes}")

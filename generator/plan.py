@@ -146,7 +146,8 @@ def _plan_node(recipe: Recipe, cluster: Cluster, chosen: tuple[Node, ...], rank:
         build_context=_build_context(recipe, root, out_dir / recipe.id / node.name), command=tuple(words),
         entrypoint_words=entrypoint_words,
         env=_environment(recipe, cluster, chosen, rank),
-        pass_env=tuple(dict.fromkeys(n for n in (*cluster.pass_env, *recipe.pass_env) if n not in recipe.env)), volumes=tuple(volumes), shm_size=recipe.shm_size,
+        pass_env=tuple(dict.fromkeys(n for n in (*cluster.pass_env, *recipe.pass_env) if n not in recipe.env)),
+        volumes=tuple(volumes), shm_size=recipe.shm_size,
         ulimits=cluster.ulimits, gpu=cluster.gpu, gpus=cluster.gpus_per_node, rdma=cluster.rdma, labels=labels,
         restart_attempts=RESTART_ATTEMPTS, stop_grace_period=cluster.stop_grace_period)
 

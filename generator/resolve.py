@@ -72,7 +72,8 @@ def load_recipe(path: str | Path, recipes_dir: Path | None = None) -> Recipe:
             env_origins[name] = origin("env", name)
         pass_env.update(dict.fromkeys(data.get("pass_env", [])))
         for i, m in enumerate(data.get("extra_mounts", [])):
-            mounts[m["container"]] = Mount(m["host"], m["container"], m.get("read_only", False), origin("extra_mounts", i))
+            mounts[m["container"]] = Mount(m["host"], m["container"], m.get("read_only", False),
+                                           origin("extra_mounts", i))
         if "args" in data or "remove_args" in data:
             words = split_words(doc, data.get("args", []), layer)
             args = merge_args(args, words, set(data.get("remove_args", [])))

@@ -95,7 +95,8 @@ def load_toml(path: str | Path) -> TomlDocument:
     except FileNotFoundError:
         raise RecipegenError(Diagnostic(shown, None, None, None, "no such file")) from None
     except (OSError, RuntimeError) as exc:  # RuntimeError: a symlink loop, on some Pythons
-        raise RecipegenError(Diagnostic(shown, None, None, None, f"cannot read: {getattr(exc, 'strerror', None) or exc}")) from None
+        reason = getattr(exc, "strerror", None) or exc
+        raise RecipegenError(Diagnostic(shown, None, None, None, f"cannot read: {reason}")) from None
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -130,7 +130,8 @@ def wait_until_serving(dep: Deployment, timeout: float, on_change: Callable[[str
                 on_change(dep.head.name, f"serving {dep.plan.served_model_name} at {dep.url}")
                 return
         if time.monotonic() > deadline:
-            raise DeployFailed(f"the head did not serve {dep.plan.served_model_name} at {dep.url} within {timeout:.0f}s")
+            raise DeployFailed(f"the head did not serve {dep.plan.served_model_name} at {dep.url} "
+                               f"within {timeout:.0f}s")
         time.sleep(pause)
         pause = min(pause * 1.5, READY_POLL_MAX)
 

@@ -150,7 +150,8 @@ def _explain_trial(stderr: str, target: Target) -> str:
     if "could not select device driver" in text or "nvidia-container" in text:
         return "no NVIDIA GPU runtime: the engine cannot give containers the GPU (install the NVIDIA Container Toolkit)"
     if "unresolvable CDI devices" in text or "CDI" in text:
-        return "CDI device nvidia.com/gpu=all is not known to this engine (generate the CDI spec: nvidia-ctk cdi generate)"
+        return ("CDI device nvidia.com/gpu=all is not known to this engine "
+                "(generate the CDI spec: nvidia-ctk cdi generate)")
     if "rlimit" in text or "ulimit" in text:
         return (f"ulimits cannot be applied (memlock={target.plan.ulimits.memlock}): raise the hard limit on the node "
                 "or lower `[ulimits]` in the cluster file")

@@ -133,7 +133,8 @@ def stack_states(dep: Deployment, manager: Node) -> list[RankState]:
             continue
         task = current[0]
         state = task.get("CurrentState", "").split(" ")[0].lower()
-        failures = sum(1 for t in tasks if t.get("Error") or t.get("CurrentState", "").startswith(("Failed", "Rejected")))
+        failures = sum(1 for t in tasks
+                       if t.get("Error") or t.get("CurrentState", "").startswith(("Failed", "Rejected")))
         shown = {"running": "running", "failed": "exited", "rejected": "exited", "complete": "exited"}.get(state, state)
         rows.append(RankState(target.name, manager.context, task.get("Name", service), shown,
                               task.get("Error") or task.get("CurrentState", ""), failures))
