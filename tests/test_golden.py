@@ -150,15 +150,19 @@ def services(out: Path, recipe_id: str, nodes: list[str]) -> list[tuple[str, dic
 
 def test_cases_are_there():
     assert {"vllm-mp-2node", "vllm-mp-3node", "vllm-ray-2node", "sglang-2node", "sglang-3node", "one-node",
-            "real-recipe-2spark", "cdi-no-rdma", "mounts-users"} <= set(CASES)
+            "real-recipe-2spark", "cdi-no-rdma", "mounts-users", "build-context"} <= set(CASES)
 
 
 @pytest.mark.parametrize("case", CASES)
 def test_golden(case: str, tmp_path: Path, update_golden: bool):
     folder = GOLDEN / case
-    out = tmp_path / "out"
-    result = recipegen(folder, "build", "--out", str(out))
+    # Built as a user builds: in a copy of the project, into its own out/ (paths such as a build context are
+    # relative to the compose file, so out/ must sit where it would in a real repository).
+    project = tmp_path / case
+    shutil.copytree(folder, project, ignore=shutil.ignore_patterns("expected"))
+    result = recipegen(project, "build")
     assert result.exit_code == 0, result.output
+    out = project / "out"
     expected = folder / "expected"
     if update_golden:
         shutil.rmtree(expected, ignore_errors=True)
