@@ -71,8 +71,8 @@ def compile_recipes(recipe_paths: list[Path], cluster: Cluster, root: Path, out_
     finally:
         if pool is not None:
             pool.terminate()
-    if errors:
-        raise RecipegenError(errors + result.warnings)
+    if errors:  # a parent shared by several recipes reports its errors once
+        raise RecipegenError(list(dict.fromkeys(errors + result.warnings)))
     return result
 
 

@@ -6,12 +6,13 @@ Exit codes: 0 success; 1 invalid input, failed check or failed deploy; 2 usage e
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
 import click
 
-from generator.diagnostics import Diagnostic, RecipegenError
+from generator.diagnostics import Diagnostic, ExternalError, RecipegenError
 
 
 def _print(diagnostics: list[Diagnostic]) -> None:
@@ -20,11 +21,22 @@ def _print(diagnostics: list[Diagnostic]) -> None:
 
 
 class _Group(click.Group):
+    """Turns every failure into one line per problem and an exit code: never a traceback."""
+
     def invoke(self, ctx):
         try:
             return super().invoke(ctx)
         except RecipegenError as exc:
             _print(exc.diagnostics)
+            ctx.exit(1)
+        except BrokenPipeError:  # `recipegen explain ... | head`: the reader left, nothing to say
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            ctx.exit(1)
+        except OSError as exc:  # the filesystem said no: one line, exit 1
+            click.echo(f"{exc.filename or 'recipegen'}: error: {exc.strerror or exc}", err=True)
+            ctx.exit(1)
+        except ExternalError as exc:  # the docker CLI failed where no command handled it
+            click.echo(f"error: {exc}", err=True)
             ctx.exit(1)
         except KeyboardInterrupt:
             click.echo("interrupted", err=True)
@@ -50,15 +62,21 @@ cluster_option = click.option("--cluster", "cluster_path", type=click.Path(path_
 def build(recipes: tuple[str, ...], cluster_path: Path | None, out_dir: Path | None, check: bool, strict: bool) -> None:
     """Compile RECIPES (recipe.toml files, their folders or ids; none = every recipe under recipes/)."""
     from generator.build import compile_recipes, load_default_cluster
+    from generator.lint import lint_cluster
     from generator.output import Stager, differences
     from generator.project import Project
 
     project = Project.find()
-    paths = [project.recipe_path(r) for r in recipes] if recipes else project.all_recipes()
+    paths = project.recipe_paths(recipes)
     if not paths:
         raise RecipegenError(Diagnostic(str(project.recipes_dir), None, None, None, "no recipes to build"))
     out = out_dir or project.default_out
+    project.check_out_dir(out)
     cluster = load_default_cluster(cluster_path or project.default_cluster)
+    cluster_warnings = lint_cluster(cluster.document)  # errors already refused the cluster
+    _print(cluster_warnings)
+    if strict and cluster_warnings:
+        sys.exit(1)
     prune = not recipes
     if not check:
         with Stager(out) as stager:  # stages recipes as they compile; nothing lands unless all of them do
@@ -97,12 +115,16 @@ def validate(files: tuple[Path, ...], cluster_path: Path | None, strict: bool) -
 
 
 @main.command()
-@click.option("--out", "out_dir", type=click.Path(path_type=Path), default=Path("schema"), show_default=True,
-              help="Folder to write recipe.schema.json and cluster.schema.json into.")
-def schema(out_dir: Path) -> None:
+@click.option("--out", "out_dir", type=click.Path(path_type=Path),
+              help="Folder to write recipe.schema.json and cluster.schema.json into (default: the project's schema/).")
+def schema(out_dir: Path | None) -> None:
     """Write the JSON Schemas (draft-07) that editors and CI validate recipes and clusters with."""
+    from generator.project import Project
     from generator.schemas import SCHEMA_NAMES, schema_text
 
+    out_dir = out_dir or Project.find().root / "schema"
+    if out_dir.exists() and not out_dir.is_dir():
+        raise RecipegenError(Diagnostic(str(out_dir), None, None, None, "is a file, not a folder"))
     out_dir.mkdir(parents=True, exist_ok=True)
     for name in SCHEMA_NAMES:
         target = out_dir / f"{name}.schema.json"
@@ -162,14 +184,15 @@ def diff(recipes: tuple[str, ...], cluster_path: Path | None, out_dir: Path | No
     from generator.project import Project
 
     project = Project.find()
-    paths = [project.recipe_path(r) for r in recipes] if recipes else project.all_recipes()
+    paths = project.recipe_paths(recipes)
     out = out_dir or project.default_out
     cluster = load_default_cluster(cluster_path or project.default_cluster)
     result = compile_recipes(paths, cluster, project.root, out)
     diffs = differences(out, result.files, result.recipe_ids, prune=not recipes)
     for d in diffs:
         on_disk = out / d.path
-        old = on_disk.read_text("utf-8").splitlines(True) if d.kind != "missing" and on_disk.is_file() else []
+        old = (on_disk.read_bytes().decode("utf-8", "replace").splitlines(True)
+               if d.kind != "missing" and on_disk.is_file() else [])
         new = result.files.get(d.path, "").splitlines(True)
         if d.kind == "stale" and d.path.endswith("/"):
             click.echo(f"--- {display_path(out / d.path)}/ (would be removed: no such recipe)")

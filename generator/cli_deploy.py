@@ -14,16 +14,20 @@ import click
 from generator.cli import cluster_option, main
 
 
-def _deployment(recipe: str, cluster_path: Path | None, out_dir: Path | None, require_current: bool = True):
+def _deployment(recipe: str, cluster_path: Path | None, out_dir: Path | None, fresh: bool = True):
+    """The recipe's deployment: compiled now and checked against out/ (up, images), or read from out/ alone
+    (down, ps, logs: a recipe that no longer compiles can still be watched and stopped)."""
     from generator.build import compile_one, load_default_cluster
-    from generator.deploy.targets import deployment
+    from generator.deploy.targets import deployment, deployment_from_out
     from generator.project import Project
 
     project = Project.find()
     out = out_dir or project.default_out
     cluster = load_default_cluster(cluster_path or project.default_cluster)
+    if not fresh:
+        return deployment_from_out(project.recipe_id(recipe), cluster, out)
     plan, files, _ = compile_one(project.recipe_path(recipe), cluster, project.root, out)
-    return deployment(plan, files, out, require_current)
+    return deployment(plan, files, out)
 
 
 def _manager(dep):
@@ -31,9 +35,9 @@ def _manager(dep):
     from generator.diagnostics import Diagnostic, RecipegenError
 
     try:
-        return find_manager(dep.plan.cluster)[0]
+        return find_manager(dep.cluster)[0]
     except LookupError as exc:
-        raise RecipegenError(Diagnostic(str(dep.plan.cluster.path), None, None, None, str(exc))) from None
+        raise RecipegenError(Diagnostic(str(dep.cluster.path), None, None, None, str(exc))) from None
 
 
 def _table(title: str, columns: list[str], rows: list[list[str]]) -> None:
@@ -107,7 +111,7 @@ def up(recipe: str, cluster_path: Path | None, out_dir: Path | None, swarm: bool
     if failed is None:
         click.echo(f"{dep.project}: serving {dep.plan.served_model_name} at {dep.url}")
         return
-    click.echo(f"{dep.project}: up failed: {failed or 'interrupted'}", err=True)
+    click.echo(f"{dep.project}: up failed: {str(failed) or 'interrupted'}", err=True)
     if not manager:
         for name, text in last_logs(dep).items():
             click.echo(f"--- last log lines of {name} ---", err=True)
@@ -129,7 +133,7 @@ def down(recipe: str, cluster_path: Path | None, out_dir: Path | None, swarm: bo
     """Stop and remove RECIPE's containers on every node at once."""
     from generator.deploy.operate import stop
 
-    dep = _deployment(recipe, cluster_path, out_dir, require_current=False)
+    dep = _deployment(recipe, cluster_path, out_dir, fresh=False)
     if swarm:
         from generator.deploy.swarm import remove
 
@@ -151,14 +155,14 @@ def ps(recipe: str, cluster_path: Path | None, out_dir: Path | None, swarm: bool
     """One table of RECIPE's ranks across nodes: node, context, container, state, health, status."""
     from generator.deploy.operate import rank_states
 
-    dep = _deployment(recipe, cluster_path, out_dir, require_current=False)
+    dep = _deployment(recipe, cluster_path, out_dir, fresh=False)
     if swarm:
         from generator.deploy.swarm import stack_states
 
         ranks = stack_states(dep, _manager(dep))
     else:
         ranks = rank_states(dep)
-    _table(f"{dep.project} ({dep.url})", ["node", "context", "container", "state", "health", "status"],
+    _table(dep.project, ["node", "context", "container", "state", "health", "status"],
            [[r.node, r.context, r.container, r.state, r.health, r.status] for r in ranks])
 
 
@@ -176,7 +180,7 @@ def logs(recipe: str, cluster_path: Path | None, out_dir: Path | None, swarm: bo
     from generator.deploy.docker import Docker
     from generator.deploy.operate import follow_logs, log_commands
 
-    dep = _deployment(recipe, cluster_path, out_dir, require_current=False)
+    dep = _deployment(recipe, cluster_path, out_dir, fresh=False)
     known = {t.name for t in dep.targets}
     if set(nodes) - known:
         raise click.BadParameter(f"{', '.join(sorted(set(nodes) - known))} not among {', '.join(sorted(known))}",
@@ -192,6 +196,10 @@ def logs(recipe: str, cluster_path: Path | None, out_dir: Path | None, swarm: bo
     width = max(len(n) for n in known)
     for name, line in follow_logs(commands):
         click.echo(f"{name.ljust(width)} | {line}")
+    failed = [name for name, command in commands.items() if isinstance(command, str) and command != "not started"]
+    if failed:
+        click.echo(f"{dep.project}: no logs from {', '.join(failed)}", err=True)
+        sys.exit(1)
 
 
 @main.command()
@@ -200,7 +208,7 @@ def images(recipe: str, cluster_path: Path | None, out_dir: Path | None) -> None
     """Make RECIPE's image present, identical, on every node it uses (build there, or copy from a node)."""
     from generator.deploy.images import sync_images
 
-    dep = _deployment(recipe, cluster_path, out_dir, require_current=False)
+    dep = _deployment(recipe, cluster_path, out_dir)
     results = sync_images(dep)
     for r in results:
         short = (r.image_id or "-").removeprefix("sha256:")[:12]
@@ -315,19 +323,15 @@ def cluster_probe(contexts: tuple[str, ...], write_path: Path | None, force: boo
         click.echo(text, nl=False)
         return
     from generator.diagnostics import RecipegenError
-    from generator.resolve import load_cluster
+    from generator.resolve import cluster_from_text
 
-    tmp_check = write_path.with_name(f".{write_path.name}.check.toml")
-    try:  # the file must load as a cluster before it is written where the user asked
-        tmp_check.parent.mkdir(parents=True, exist_ok=True)
-        tmp_check.write_text(text, "utf-8")
-        load_cluster(tmp_check)
+    try:  # the text must load as a cluster before it is written where the user asked
+        cluster_from_text(text, write_path)
     except RecipegenError as exc:
         for d in exc.diagnostics:
-            click.echo(f"internal error: the proposal does not validate: {d.message}", err=True)
+            click.echo(f"the proposed cluster file does not validate ({d.key or 'file'}): {d.message} "
+                       "(check --name, --user and --hf-cache)", err=True)
         sys.exit(1)
-    finally:
-        tmp_check.unlink(missing_ok=True)
     try:
         write_atomic(write_path, text, force)
     except (FileExistsError, OSError) as exc:

@@ -37,6 +37,10 @@ class Diagnostic:
         return self.severity is Severity.ERROR
 
 
+class ExternalError(Exception):
+    """A program recipegen drives (the docker CLI) failed; its message is one line for the user."""
+
+
 class RecipegenError(Exception):
     """Raised with the diagnostics that stop a command; the CLI prints them and exits 1."""
 

@@ -3,14 +3,12 @@ where it came from (parent recipe, recipe, cluster, node, compiler, default). Re
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 from generator.argwords import group_flags
-from generator.model import Origin
+from generator.model import RECIPE_SCALARS, Origin
 from generator.plan import NodePlan, RecipePlan
-
-_RECIPE_KEYS = ("engine", "name", "docker_image", "docker_image_dir", "model", "required_nodes",
-                "tensor_parallel_size", "pipeline_parallel_size", "distributed_backend", "shm_size", "entrypoint")
 
 
 @dataclass(frozen=True)
@@ -24,7 +22,8 @@ def explain(plan: RecipePlan, node_name: str | None = None) -> list[tuple[str, l
     """Sections of (title, lines); the CLI lays them out."""
     recipe = plan.recipe
     chain = " <- ".join(d.shown for d in recipe.documents)
-    resolved = [Line(f"{key} = {_show(getattr(recipe, key))}", recipe.origins.get(key)) for key in _RECIPE_KEYS]
+    resolved = [Line(f"{key} = {_show(getattr(recipe, key))}", recipe.origins.get(key)) for key in RECIPE_SCALARS
+                if getattr(recipe, key) is not None]
     resolved += [Line(f"mount {m.host} -> {m.container}{' (ro)' if m.read_only else ''}", m.origin)
                  for m in recipe.mounts]
     sections = [(f"recipe {recipe.id} ({chain})", resolved)]
@@ -59,9 +58,10 @@ def _node_section(plan: RecipePlan, node: NodePlan) -> tuple[str, list[Line]]:
 
 
 def _show(value: object) -> str:
+    """A value as TOML writes it."""
     if isinstance(value, tuple):
-        return "[" + ", ".join(map(repr, value)) + "]"
-    return repr(value) if isinstance(value, str) else str(value)
+        return "[" + ", ".join(map(_show, value)) + "]"
+    return json.dumps(value, ensure_ascii=False) if isinstance(value, str) else str(value)
 
 
 def _quote(word: str) -> str:

@@ -7,6 +7,7 @@ the schema covers what it can express (types, enums, patterns) and the editor sh
 from __future__ import annotations
 
 import json
+import posixpath
 import re
 from dataclasses import dataclass
 from typing import Callable, Iterator
@@ -14,7 +15,7 @@ from typing import Callable, Iterator
 from generator.argwords import FlagGroup, json_problem
 from generator.diagnostics import Diagnostic, Severity
 from generator.engines import OWNED_ENV, OWNED_FLAGS
-from generator.model import Cluster, Origin, Recipe
+from generator.model import HF_CACHE_IN_CONTAINER, Cluster, Origin, Recipe
 from generator.tomldoc import TomlDocument
 
 ERROR, WARNING = Severity.ERROR, Severity.WARNING
@@ -24,8 +25,14 @@ SECRET_VALUE = re.compile(r"(hf_[A-Za-z0-9]{30,}|sk-[A-Za-z0-9_-]{20,}|gh[pousr]
                           r"|glpat-[A-Za-z0-9_-]{20,}|xox[baprs]-[A-Za-z0-9-]{10,}|AKIA[0-9A-Z]{16}"
                           r"|eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\.)")
 # Whole words of a variable name: HF_TOKEN, OPENAI_API_KEY, AWS_SECRET_ACCESS_KEY; not TOKENIZERS_PARALLELISM.
-SECRET_NAME = re.compile(r"(^|_)(TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|APIKEY|ACCESS_KEY|PRIVATE_KEY|CREDENTIALS?)($|_)",
-                         re.I)
+SECRET_NAME = re.compile(r"(^|[_-])(TOKEN|SECRET|PASSWORD|PASSWD|PASS|API[_-]?KEY|ACCESS[_-]KEY|PRIVATE[_-]KEY"
+                         r"|CREDENTIALS?)($|[_-])", re.I)
+# Docker's *_FILE convention and friends name where a secret lives, not the secret.
+NOT_A_SECRET_NAME = re.compile(r"[_-](FILE|PATH|DIR|MOUNT)$", re.I)
+
+
+def secret_name(name: str) -> bool:
+    return bool(SECRET_NAME.search(name)) and not NOT_A_SECRET_NAME.search(name)
 SECRET_FIX = ("secrets must not be written in recipes or clusters (they would land in committed out/): export it in "
               "the shell that deploys and list its name in `pass_env`, so Compose passes it through at `up`")
 
@@ -101,6 +108,28 @@ def _bad_json(recipe, cluster):
             if problem:
                 yield (group.args[0].origin, "args",
                        f"'{group.flag}' value is not valid JSON: {problem}: {value.strip()[:60]}")
+
+
+@rule("pass-env", ERROR, "a pass_env name that also has a value in the recipe or the cluster")
+def _pass_env(recipe, cluster):
+    valued = set(recipe.env) | set(OWNED_ENV)
+    if cluster is not None:
+        valued |= set(cluster.env) | {k for n in cluster.nodes for k in n.env}
+    for name in recipe.pass_env:
+        if name in valued:
+            yield (recipe.origins["pass_env"], "pass_env",
+                   f"'{name}' is passed from the deploying shell but also has a value here or in the cluster "
+                   "(or is set by the compiler): keep one")
+
+
+@rule("mount-target", ERROR, "an extra mount on a path the compiler mounts itself")
+def _mount_target(recipe, cluster):
+    reserved = {HF_CACHE_IN_CONTAINER: "the Hugging Face cache (set hf_cache in the cluster)",
+                "/dev/shm": "shared memory (set shm_size)"}
+    for mount in recipe.mounts:
+        target = posixpath.normpath(mount.container)
+        if target in reserved:
+            yield mount.origin, "extra_mounts", f"{mount.container} is {reserved[target]}; mount elsewhere"
 
 
 @rule("duplicate-flag", WARNING, "the same flag given twice (the engine silently keeps one)")
@@ -189,11 +218,19 @@ def _fabric_env(recipe, cluster):
 @rule("secret", ERROR, "a value that looks like a secret in a recipe")
 def _secret(recipe, cluster):
     for name, value in recipe.env.items():
-        if value and (SECRET_VALUE.search(value) or SECRET_NAME.search(name)):
+        if value and (SECRET_VALUE.search(value) or secret_name(name)):
             yield recipe.env_origins[name], f"env.{name}", f"looks like a secret: {SECRET_FIX}"
-    for arg in recipe.args:
-        if SECRET_VALUE.search(arg.word):
-            yield arg.origin, "args", f"looks like a secret: {SECRET_FIX}"
+    for group in recipe.flag_groups:  # a token-looking word anywhere, or the value of --api-key and the like
+        named = group.flag is not None and secret_name(group.flag.lstrip("-")) and group.values
+        if named or any(SECRET_VALUE.search(arg.word) for arg in group.args):
+            yield group.args[0].origin, "args", f"{group.flag or 'a word'} looks like a secret: {SECRET_FIX}"
+    for key in ("entrypoint", "model", "docker_image"):
+        value = getattr(recipe, key)
+        if any(SECRET_VALUE.search(word) for word in ([value] if isinstance(value, str) else value)):
+            yield recipe.origins[key], key, f"looks like a secret: {SECRET_FIX}"
+    for mount in recipe.mounts:
+        if SECRET_VALUE.search(mount.host) or SECRET_VALUE.search(mount.container):
+            yield mount.origin, "extra_mounts", f"looks like a secret: {SECRET_FIX}"
 
 
 def lint_cluster(doc: TomlDocument) -> list[Diagnostic]:
@@ -210,7 +247,7 @@ def lint_cluster(doc: TomlDocument) -> list[Diagnostic]:
             for i, v in enumerate(value):
                 walk(v, path + (i,))
         elif isinstance(value, str) and value:
-            named = len(path) >= 2 and path[-2] == "env" and SECRET_NAME.search(str(path[-1]))
+            named = len(path) >= 2 and path[-2] == "env" and secret_name(str(path[-1]))
             if SECRET_VALUE.search(value) or named:
                 found.append(doc.diagnostic(path, f"looks like a secret: {SECRET_FIX}", rule="secret"))
 
@@ -221,6 +258,6 @@ def lint_cluster(doc: TomlDocument) -> list[Diagnostic]:
         for name in OWNED_ENV:
             if name in env:
                 found.append(doc.diagnostic(path + (name,), f"'{name}' is set per rank by the compiler from the "
-                                                            "nodes' addresses; this value is ignored",
+                                                            "nodes' addresses; this value is not used",
                                             at_value=False, rule="owned-env", severity=WARNING))
     return found

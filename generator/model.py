@@ -19,6 +19,9 @@ RECIPE_ID = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
 ENGINE_DEFAULT_ENTRYPOINT = {"vllm": ("vllm", "serve"), "sglang": ("python3", "-m", "sglang.launch_server")}
 ENGINE_DEFAULT_PORT = {"vllm": 8000, "sglang": 30000}
 HF_CACHE_IN_CONTAINER = "/root/.cache/huggingface"
+# The recipe keys holding one value each (a child's value replaces its parent's), in the order explain shows them.
+RECIPE_SCALARS = ("engine", "name", "docker_image", "docker_image_dir", "model", "required_nodes", "nodes",
+                  "tensor_parallel_size", "pipeline_parallel_size", "distributed_backend", "shm_size", "entrypoint")
 
 
 class Origin:
@@ -90,6 +93,7 @@ class Recipe:
     name: str
     docker_image: str
     docker_image_dir: str | None
+    image_dir_base: Path  # the folder of the recipe file that set docker_image_dir (a parent's, when inherited)
     model: str
     required_nodes: int
     nodes: tuple[str, ...] | None  # node names chosen by the recipe, or None for the cluster's first N
@@ -178,9 +182,3 @@ class Cluster:
             raise LookupError(f"cluster '{self.name}' has no node {', '.join(map(repr, missing))} "
                               f"(it has {', '.join(known)})")
         return tuple(known[name] for name in recipe.nodes)
-
-    def node(self, name: str) -> Node:
-        for node in self.nodes:
-            if node.name == name:
-                return node
-        raise KeyError(name)

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from generator.diagnostics import RecipegenError
-from generator.engines import rank_command, rank_env, serve_port, served_model_name
-from generator.model import COMPILER, DEFAULT, HF_CACHE_IN_CONTAINER, Arg, Cluster, Node, Origin, Recipe, Ulimits
+from generator.engines import OWNED_ENV, rank_command, rank_env, serve_port, served_model_name
+from generator.model import COMPILER, DEFAULT, RECIPE_SCALARS, HF_CACHE_IN_CONTAINER, Arg, Cluster, Node, Origin, Recipe, Ulimits
 
 LABEL_PREFIX = "dev.recipegen"
 RESTART_ATTEMPTS = 3  # a rank whose peers are gone must not restart forever
@@ -39,6 +39,7 @@ class NodePlan:
     recipe_id: str
     node: Node
     rank: int
+    model: str  # what the rank loads: a Hugging Face id or a path in the container
     image: str
     build_context: str | None  # path relative to the compose file's folder
     command: tuple[Arg, ...]  # the argv, each word with where it came from
@@ -60,10 +61,6 @@ class NodePlan:
         return self.rank == 0
 
     @property
-    def argv(self) -> tuple[str, ...]:
-        return tuple(w.word for w in self.command)
-
-    @property
     def entrypoint(self) -> tuple[Arg, ...]:
         return self.command[: self.entrypoint_words]
 
@@ -71,9 +68,6 @@ class NodePlan:
     def arguments(self) -> tuple[Arg, ...]:
         return self.command[self.entrypoint_words:]
 
-    @property
-    def environment(self) -> dict[str, str]:
-        return {v.name: v.value for v in self.env}
 
 
 @dataclass(frozen=True)
@@ -128,6 +122,7 @@ def _plan_node(recipe: Recipe, cluster: Cluster, chosen: tuple[Node, ...], rank:
         else:  # the recipe's own words follow the compiler's, in order
             origin = next(user_origins, COMPILER)
         words.append(Arg(value, origin))
+    env = _environment(recipe, cluster, chosen, rank)
     # The whole argv is pinned (entrypoint + command), so an image's own ENTRYPOINT (vllm-openai has
     # ["vllm", "serve"]) cannot run in front of it.
     entrypoint_words = len(recipe.entrypoint) if starts_with_entrypoint else 1
@@ -142,14 +137,21 @@ def _plan_node(recipe: Recipe, cluster: Cluster, chosen: tuple[Node, ...], rank:
         (f"{LABEL_PREFIX}.input-hash", digest),
     )
     return NodePlan(
-        recipe_id=recipe.id, node=node, rank=rank, image=recipe.docker_image,
+        recipe_id=recipe.id, node=node, rank=rank, model=recipe.model, image=recipe.docker_image,
         build_context=_build_context(recipe, root, out_dir / recipe.id / node.name), command=tuple(words),
         entrypoint_words=entrypoint_words,
-        env=_environment(recipe, cluster, chosen, rank),
-        pass_env=tuple(dict.fromkeys(n for n in (*cluster.pass_env, *recipe.pass_env) if n not in recipe.env)),
+        env=env,
+        pass_env=_pass_env(recipe, cluster, env),
         volumes=tuple(volumes), shm_size=recipe.shm_size,
         ulimits=cluster.ulimits, gpu=cluster.gpu, gpus=cluster.gpus_per_node, rdma=cluster.rdma, labels=labels,
         restart_attempts=RESTART_ATTEMPTS, stop_grace_period=cluster.stop_grace_period)
+
+
+def _pass_env(recipe: Recipe, cluster: Cluster, env: tuple[EnvVar, ...]) -> tuple[str, ...]:
+    """Names passed through from the deploying shell; one that also has a value here keeps the value (lint
+    reports the clash)."""
+    valued = {var.name for var in env}
+    return tuple(dict.fromkeys(n for n in (*cluster.pass_env, *recipe.pass_env) if n not in valued))
 
 
 def _environment(recipe: Recipe, cluster: Cluster, chosen: tuple[Node, ...], rank: int) -> tuple[EnvVar, ...]:
@@ -162,8 +164,10 @@ def _environment(recipe: Recipe, cluster: Cluster, chosen: tuple[Node, ...], ran
         (rank_env(recipe, cluster, chosen, rank), lambda k: COMPILER),
     ]
     merged: dict[str, EnvVar] = {}
-    for values, origin_of in layers:
+    for layer, (values, origin_of) in enumerate(layers):
         for name, value in values.items():
+            if name in OWNED_ENV and layer < 3:
+                continue  # the compiler's per-rank value or none: lint says so where it was written
             previous = merged.get(name)
             overridden = (*previous.overrides, previous.origin) if previous else ()
             merged[name] = EnvVar(name, value, origin_of(name), overridden)
@@ -174,7 +178,7 @@ def _build_context(recipe: Recipe, root: Path, compose_dir: Path) -> str | None:
     """`docker_image_dir` names a build context: beside the recipe, under images/, or at the project root."""
     if not recipe.docker_image_dir:
         return None
-    base = recipe.path.parent
+    base = recipe.image_dir_base
     for candidate in (base / recipe.docker_image_dir, root / "images" / recipe.docker_image_dir,
                       root / recipe.docker_image_dir):
         if (candidate / "Dockerfile").is_file():
@@ -198,9 +202,7 @@ def _shown(path: Path, root: Path) -> str:
 def input_hash(recipe: Recipe, cluster: Cluster, chosen: tuple[Node, ...]) -> str:
     """A digest of the resolved inputs (not of the files: comments and `extends` refactors do not churn out/)."""
     resolved = {
-        "recipe": {k: getattr(recipe, k) for k in (
-            "engine", "name", "docker_image", "docker_image_dir", "model", "required_nodes", "tensor_parallel_size",
-            "pipeline_parallel_size", "distributed_backend", "shm_size", "entrypoint", "env", "pass_env")},
+        "recipe": {k: getattr(recipe, k) for k in (*RECIPE_SCALARS, "env", "pass_env")},
         "args": [a.word for a in recipe.args],
         "mounts": [[m.host, m.container, m.read_only] for m in recipe.mounts],
         "cluster": {k: getattr(cluster, k) for k in (

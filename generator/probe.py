@@ -13,7 +13,6 @@ Three layers, each testable alone:
 from __future__ import annotations
 
 import ipaddress
-import json
 import os
 import re
 import secrets
@@ -880,18 +879,3 @@ def summary_rows(facts: list[NodeFacts], p: Proposal) -> list[list[str]]:
         rows.append([n.name, f.context, f.default_iface or "-", f"{n.iface or '-'} {n.address}",
                      iface.state if iface else "-", rdma or "-", gpu, memlock, f.image])
     return rows
-
-
-def probe_json(facts: NodeFacts) -> str:
-    """The facts as JSON (for --json and debugging)."""
-    def plain(o):
-        if isinstance(o, (ipaddress.IPv4Interface, ipaddress.IPv4Address)):
-            return str(o)
-        if hasattr(o, "__dataclass_fields__"):
-            return {k: plain(getattr(o, k)) for k in o.__dataclass_fields__}
-        if isinstance(o, dict):
-            return {k: plain(v) for k, v in o.items()}
-        if isinstance(o, (list, tuple, set)):
-            return [plain(v) for v in o]
-        return o
-    return json.dumps(plain(facts), indent=2)

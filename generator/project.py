@@ -47,14 +47,52 @@ class Project:
             found += sorted(clusters.glob("*.toml"))
         return found
 
-    def recipe_path(self, ref: str) -> Path:
-        """RECIPE on the command line: a recipe.toml, its folder, or a recipe id under recipes/."""
+    def recipe_paths(self, refs: tuple[str, ...] | list[str]) -> list[Path]:
+        """The recipes named on the command line (all of recipes/ when none), each once; two recipes with the
+        same id would write the same out/ folder, so that is an error naming both."""
+        paths = [self.recipe_path(r) for r in refs] if refs else self.all_recipes()
+        unique: dict[Path, Path] = {}
+        for path in paths:
+            unique.setdefault(path.resolve(), path)
+        by_id: dict[str, Path] = {}
+        for real, path in unique.items():
+            other = by_id.setdefault(real.parent.name, path)
+            if other is not path:
+                raise RecipegenError(Diagnostic(display_path(path), None, None, None,
+                                                f"recipe id '{real.parent.name}' is also the id of "
+                                                f"{display_path(other)}: both would write out/{real.parent.name}"))
+        return list(unique.values())
+
+    def recipe_id(self, ref: str) -> str:
+        """The id RECIPE names, without reading it: the folder of a recipe.toml, or the id itself."""
         path = Path(ref)
-        if path.exists():
+        if path.is_file() or (path / RECIPE_FILE).is_file():
+            return recipe_file(path).resolve().parent.name
+        return ref.rstrip("/")
+
+    def check_out_dir(self, out: Path) -> None:
+        """Refuse an output folder that would hold, or sit inside, the project's sources."""
+        real, root, recipes = out.resolve(), self.root.resolve(), self.recipes_dir.resolve()
+        if out.exists() and not out.is_dir():
+            problem = "is a file, not a folder"
+        elif real == root or root.is_relative_to(real):
+            problem = "would contain the project itself; pick a folder of its own (default: out/)"
+        elif real.is_relative_to(recipes):
+            problem = "is inside recipes/; pick a folder of its own (default: out/)"
+        else:
+            return
+        raise RecipegenError(Diagnostic(display_path(out), None, None, None, f"output folder {problem}"))
+
+    def recipe_path(self, ref: str) -> Path:
+        """RECIPE on the command line: a recipe.toml, a folder holding one, or a recipe id under recipes/."""
+        path = Path(ref)
+        if path.is_file() or (path / RECIPE_FILE).is_file():
             return recipe_file(path)
         by_id = self.recipes_dir / ref / RECIPE_FILE
         if by_id.is_file():
             return by_id
+        if path.is_dir():
+            return recipe_file(path)  # reported as a folder without recipe.toml
         raise RecipegenError(Diagnostic(display_path(ref), None, None, None,
                                         f"no such recipe (not a file, a folder with {RECIPE_FILE}, "
                                         f"or a recipe id under {display_path(self.recipes_dir)})"))

@@ -5,21 +5,19 @@ Schema validation happens here, per file, before anything reads a value: a later
 
 from __future__ import annotations
 
+import posixpath
 from pathlib import Path
 from typing import Any
 
 from generator.argwords import merge_args, split_words
 from generator.diagnostics import Diagnostic, RecipegenError
-from generator.model import (DEFAULT, ENGINE_DEFAULT_ENTRYPOINT, RECIPE_ID, Cluster, Mount, Node, Origin, Recipe,
+from generator.model import (DEFAULT, ENGINE_DEFAULT_ENTRYPOINT, RECIPE_ID, RECIPE_SCALARS, Cluster, Mount, Node,
+                             Origin, Recipe,
                              Ulimits)
 from generator.schemas import schema, validate_document
-from generator.tomldoc import TomlDocument, load_toml
+from generator.tomldoc import TomlDocument, load_toml, parse_toml
 
 RECIPE_FILE = "recipe.toml"
-_SCALARS = ("engine", "name", "docker_image", "docker_image_dir", "model", "required_nodes", "nodes",
-            "tensor_parallel_size",
-            "pipeline_parallel_size", "distributed_backend", "shm_size", "entrypoint")
-
 
 def recipe_file(path: str | Path) -> Path:
     """A recipe is named by its recipe.toml or by the folder holding it."""
@@ -52,6 +50,7 @@ def load_recipe(path: str | Path, recipes_dir: Path | None = None) -> Recipe:
     env_origins: dict[str, Origin] = {}
     mounts: dict[str, Mount] = {}
     pass_env: dict[str, None] = {}
+    image_dir_base = path.parent
     args: tuple = ()
     for depth, doc in enumerate(reversed(chain)):  # root parent first, the child last
         layer = "recipe" if depth == len(chain) - 1 else f"parent recipe {doc.path.parent.name}"
@@ -60,7 +59,7 @@ def load_recipe(path: str | Path, recipes_dir: Path | None = None) -> Recipe:
         def origin(*key: str | int) -> Origin:
             return doc.origin(layer, key)
 
-        for key in _SCALARS:
+        for key in RECIPE_SCALARS:
             if key in data:
                 values[key] = data[key]
                 origins[key] = origin(key)
@@ -70,10 +69,15 @@ def load_recipe(path: str | Path, recipes_dir: Path | None = None) -> Recipe:
         for name, value in data.get("env", {}).items():
             env[name] = value
             env_origins[name] = origin("env", name)
-        pass_env.update(dict.fromkeys(data.get("pass_env", [])))
+        if "pass_env" in data:
+            pass_env.update(dict.fromkeys(data["pass_env"]))
+            origins["pass_env"] = origin("pass_env")
+        if "docker_image_dir" in data:  # a build context is found from the file that names it
+            image_dir_base = doc.path.parent
         for i, m in enumerate(data.get("extra_mounts", [])):
-            mounts[m["container"]] = Mount(m["host"], m["container"], m.get("read_only", False),
-                                           origin("extra_mounts", i))
+            # Keyed by the normalised target: /data and /data/ are one mount point (Compose rejects both).
+            mounts[posixpath.normpath(m["container"])] = Mount(m["host"], m["container"], m.get("read_only", False),
+                                                               origin("extra_mounts", i))
         if "args" in data or "remove_args" in data:
             words = split_words(doc, data.get("args", []), layer)
             args = merge_args(args, words, set(data.get("remove_args", [])))
@@ -95,7 +99,8 @@ def load_recipe(path: str | Path, recipes_dir: Path | None = None) -> Recipe:
     origins.setdefault("entrypoint", DEFAULT)
     return Recipe(
         id=recipe_id, path=path, engine=engine, name=values.get("name", recipe_id),
-        docker_image=values["docker_image"], docker_image_dir=values.get("docker_image_dir"), model=values["model"],
+        docker_image=values["docker_image"], docker_image_dir=values.get("docker_image_dir"),
+        image_dir_base=image_dir_base, model=values["model"],
         required_nodes=get("required_nodes"), nodes=tuple(values["nodes"]) if "nodes" in values else None,
         tensor_parallel_size=get("tensor_parallel_size"),
         pipeline_parallel_size=get("pipeline_parallel_size"), distributed_backend=get("distributed_backend"),
@@ -145,7 +150,19 @@ def _parent_path(child: Path, ref: str, recipes_dir: Path | None) -> Path:
 
 
 def load_cluster(path: str | Path) -> Cluster:
-    doc = load_checked(Path(path), "cluster")
+    return cluster_from_document(load_checked(Path(path), "cluster"))
+
+
+def cluster_from_text(text: str, path: Path) -> Cluster:
+    """A cluster file about to be written at `path`, checked in memory first."""
+    doc = parse_toml(text, path)
+    problems = validate_document(doc, "cluster")
+    if problems:
+        raise RecipegenError(problems)
+    return cluster_from_document(doc)
+
+
+def cluster_from_document(doc: TomlDocument) -> Cluster:
     data = doc.data
     props = schema("cluster")["properties"]
 

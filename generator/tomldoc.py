@@ -91,6 +91,8 @@ def load_toml(path: str | Path) -> TomlDocument:
     try:
         if path.is_dir():
             raise RecipegenError(Diagnostic(shown, None, None, None, "is a directory, not a TOML file"))
+        if path.exists() and not path.is_file():  # a FIFO or a device would block or never end
+            raise RecipegenError(Diagnostic(shown, None, None, None, "is not a regular file"))
         raw = path.read_bytes()
     except FileNotFoundError:
         raise RecipegenError(Diagnostic(shown, None, None, None, "no such file")) from None
@@ -105,6 +107,12 @@ def load_toml(path: str | Path) -> TomlDocument:
         found = _KEY_AT_START.match(raw.splitlines()[line - 1].decode("utf-8", "replace"))
         raise RecipegenError(Diagnostic(shown, line, col, found[1] if found else None,
                                         "file is not UTF-8 text")) from None
+    return parse_toml(text, path)
+
+
+def parse_toml(text: str, path: Path) -> TomlDocument:
+    """Parse TOML text that is (or is about to be) the file at `path`."""
+    shown = display_path(path)
     text = text.removeprefix("\ufeff")  # editors on Windows save a byte-order mark; TOML readers tolerate it
     try:
         data = tomllib.loads(text)

@@ -2,33 +2,57 @@
 
 from __future__ import annotations
 
+import re
+import tomllib
 from pathlib import Path
 
-from generator.diagnostics import Diagnostic, RecipegenError
+from generator.diagnostics import Diagnostic, RecipegenError, display_path
 from generator.lint import lint_cluster, lint_recipe
 from generator.model import Cluster
 from generator.project import Project
 from generator.resolve import RECIPE_FILE, load_checked, load_cluster, load_recipe
 
+_SCHEMA_DIRECTIVE = re.compile(r"^#:schema\s+(\S+)")
+
 
 def file_kind(path: Path) -> str:
-    """recipe.toml is a recipe; a file whose #:schema names the cluster schema, or that has [[nodes]], a cluster."""
-    if path.name == RECIPE_FILE or path.is_dir():
+    """A recipe.toml is a recipe; otherwise the file's `#:schema` directive says, else its content: a cluster
+    has a list of [[nodes]] tables, or is named like one."""
+    if path.name == RECIPE_FILE or not path.is_file():
         return "recipe"
     try:
-        head = path.read_text("utf-8", errors="replace")
+        text = path.read_text("utf-8", errors="replace")
     except OSError:
-        return "recipe"
-    first = head.lstrip().splitlines()[0] if head.strip() else ""
-    if first.startswith("#:schema"):
-        return "cluster" if "cluster" in first else "recipe"
-    return "cluster" if "[[nodes]]" in head or path.name.startswith("cluster") else "recipe"
+        return "recipe"  # load_toml reports why it cannot be read
+    directive = _SCHEMA_DIRECTIVE.match(text.lstrip("\ufeff \t\r\n"))
+    if directive:
+        return "cluster" if "cluster" in directive[1] else "recipe"
+    try:
+        nodes = tomllib.loads(text.lstrip("\ufeff")).get("nodes")
+    except tomllib.TOMLDecodeError:
+        nodes = None
+    if isinstance(nodes, list) and nodes and all(isinstance(n, dict) for n in nodes):
+        return "cluster"
+    return "cluster" if path.name.startswith("cluster") else "recipe"
+
+
+def _expand(path: Path) -> list[Path]:
+    """A folder of recipe folders (recipes/) stands for every recipe in it."""
+    if path.is_dir() and not (path / RECIPE_FILE).exists():
+        inside = sorted(p / RECIPE_FILE for p in path.iterdir() if (p / RECIPE_FILE).is_file())
+        if inside:
+            return inside
+    return [path]
 
 
 def validate_paths(paths: list[Path], cluster_path: Path | None) -> list[Diagnostic]:
     project = Project.find()
     if not paths:
         paths = project.cluster_files() + project.all_recipes()
+        if not paths:
+            raise RecipegenError(Diagnostic(display_path(project.root), None, None, None,
+                                            "nothing to validate: no recipes/ and no cluster.toml here"))
+    paths = [p for path in paths for p in _expand(path)]
     findings: list[Diagnostic] = []
     cluster: Cluster | None = None
     cluster_file = cluster_path or project.default_cluster
@@ -42,8 +66,9 @@ def validate_paths(paths: list[Path], cluster_path: Path | None) -> list[Diagnos
     for path in paths:
         try:
             if file_kind(path) == "cluster":
-                findings += lint_cluster(load_checked(path, "cluster"))
-                load_cluster(path)
+                if cluster is None or path.resolve() != cluster.path.resolve():
+                    findings += lint_cluster(load_checked(path, "cluster"))
+                    load_cluster(path)
             else:
                 findings += lint_recipe(load_recipe(path, project.recipes_dir), cluster)
         except RecipegenError as exc:

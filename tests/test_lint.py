@@ -85,6 +85,8 @@ CASES = [
     Bad("secret", ERROR, 16, "env.HF_AUTH", ("looks like a secret", HOW_TO_PASS)),  # an hf_ token as a value
     Bad("secret", ERROR, 16, "env.HF_TOKEN", ("looks like a secret", HOW_TO_PASS), "bad-env-name"),
     Bad("secret", ERROR, 11, "args", ("looks like a secret", HOW_TO_PASS), "bad-args"),  # sk-... inside args
+    Bad("pass-env", ERROR, 7, "pass_env", ("'NCCL_SOCKET_IFNAME'", "also has a value")),
+    Bad("mount-target", ERROR, 10, "extra_mounts", ("/root/.cache/huggingface/", "Hugging Face cache")),
 ]
 RULE_IDS = [r.id for r in RULES]
 

@@ -12,10 +12,12 @@ import os
 import subprocess
 from dataclasses import dataclass
 
+from generator.diagnostics import ExternalError
+
 DEFAULT_TIMEOUT = 30.0
 
 
-class DockerError(Exception):
+class DockerError(ExternalError):
     def __init__(self, command: list[str], returncode: int | None, stdout: str, stderr: str):
         self.command, self.returncode, self.stdout, self.stderr = command, returncode, stdout, stderr
         reason = "timed out" if returncode is None else f"exit {returncode}"
@@ -68,7 +70,7 @@ class Docker:
         try:
             return self.run("image", "inspect", "--format", "{{.Id}}", image).strip()
         except DockerError as exc:
-            if "No such image" in exc.stderr or "no such image" in exc.stderr.lower():
+            if "no such image" in exc.stderr.lower() or "no such object" in exc.stderr.lower():
                 return None
             raise
 
@@ -82,12 +84,9 @@ class Docker:
         try:
             return self.json("inspect", "--type", "container", name)[0]
         except DockerError as exc:
-            if "no such" in exc.stderr.lower():
+            if "no such container" in exc.stderr.lower() or "no such object" in exc.stderr.lower():
                 return None
             raise
-
-    def inspect(self, *containers: str) -> list[dict]:
-        return self.json("inspect", *containers) if containers else []
 
     def logs_tail(self, container: str, lines: int = 30) -> str:
         try:
@@ -102,6 +101,11 @@ class Docker:
         if project:
             head += ["-p", project]
         return self.run(*head, *args, timeout=timeout)
+
+
+def reason(exc: BaseException) -> str:
+    """One line saying why a call failed: docker's last stderr line, or the exception's text."""
+    return exc.detail if isinstance(exc, DockerError) else str(exc)
 
 
 def _text(data: bytes | str | None) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import subprocess
 from dataclasses import dataclass
 
-from generator.deploy.docker import DockerError
+from generator.deploy.docker import DockerError, reason
 from generator.deploy.targets import Deployment, Target, each
 
 
@@ -26,7 +26,7 @@ def sync_images(dep: Deployment) -> list[ImageResult]:
     image = dep.plan.head.image
     ids = each(dep.targets, lambda t: t.docker.image_id(image))
     failed = {n: r for n, r in ids.items() if isinstance(r, BaseException)}
-    results: dict[str, ImageResult] = {n: ImageResult(n, "failed", None, _reason(e)) for n, e in failed.items()}
+    results: dict[str, ImageResult] = {n: ImageResult(n, "failed", None, reason(e)) for n, e in failed.items()}
     live = [t for t in dep.targets if t.name not in failed]
     if dep.plan.head.build_context:
         todo = [t for t in live if ids[t.name] is None]
@@ -35,7 +35,7 @@ def sync_images(dep: Deployment) -> list[ImageResult]:
             if t in todo:
                 err = built[t.name]
                 results[t.name] = (ImageResult(t.name, "built", t.docker.image_id(image)) if err is None
-                                   else ImageResult(t.name, "failed", None, _reason(err)))
+                                   else ImageResult(t.name, "failed", None, reason(err)))
             else:
                 results[t.name] = ImageResult(t.name, "present", ids[t.name])
         return [results[t.name] for t in dep.targets]
@@ -55,7 +55,7 @@ def sync_images(dep: Deployment) -> list[ImageResult]:
             if err is None and new_id != want:
                 err = RuntimeError(f"image id after load is {new_id}, expected {want}")
             results[t.name] = (ImageResult(t.name, f"copied from {source.name}", new_id) if err is None
-                               else ImageResult(t.name, "failed", None, _reason(err)))
+                               else ImageResult(t.name, "failed", None, reason(err)))
         else:
             results[t.name] = ImageResult(t.name, "present", ids[t.name])
     return [results[t.name] for t in dep.targets]
@@ -75,7 +75,3 @@ def _copy(source: Target, target: Target, image: str) -> None:
         raise DockerError(source.docker.command("save", image), save.returncode, "", save_err)
     if load.returncode != 0:
         raise DockerError(target.docker.command("load"), load.returncode, load.stdout.decode(), load.stderr.decode())
-
-
-def _reason(exc: BaseException) -> str:
-    return exc.detail if isinstance(exc, DockerError) else str(exc)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import queue
 import subprocess
+import tempfile
 import threading
 import time
 import urllib.error
@@ -13,7 +14,7 @@ import urllib.request
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
-from generator.deploy.docker import DockerError
+from generator.deploy.docker import DockerError, reason
 from generator.deploy.targets import Deployment, Target, each
 
 READY_POLL_FIRST, READY_POLL_MAX = 0.2, 2.0  # seconds: quick at first, then gentle on the nodes
@@ -41,9 +42,7 @@ class RankState:
 
 
 class DeployFailed(Exception):
-    def __init__(self, message: str, logs: dict[str, str] | None = None):
-        super().__init__(message)
-        self.logs = logs or {}
+    """`up` cannot finish: a rank died, the head never served, a node refused to start."""
 
 
 def rank_states(dep: Deployment) -> list[RankState]:
@@ -51,7 +50,7 @@ def rank_states(dep: Deployment) -> list[RankState]:
     name = f"{dep.project}-engine-1"
 
     def state(target: Target) -> RankState:
-        ctx = target.plan.node.context
+        ctx = target.node.context
         try:
             info = target.docker.inspect_container(name)
         except DockerError as exc:
@@ -68,7 +67,7 @@ def rank_states(dep: Deployment) -> list[RankState]:
                          int(info.get("RestartCount", 0)))
 
     results = each(dep.targets, state)
-    return [r if isinstance(r, RankState) else RankState(t.name, t.plan.node.context, "-", "unreachable", str(r))
+    return [r if isinstance(r, RankState) else RankState(t.name, t.node.context, "-", "unreachable", str(r))
             for t, r in zip(dep.targets, results.values())]
 
 
@@ -78,20 +77,24 @@ def start(dep: Deployment) -> dict[str, str | None]:
     def up(target: Target) -> None:
         target.docker.compose(str(target.compose_file), "up", "-d", "--remove-orphans", timeout=1800)
 
-    return {name: (None if r is None else _reason(r)) for name, r in each(dep.targets, up).items()}
+    return {name: (None if r is None else reason(r)) for name, r in each(dep.targets, up).items()}
 
 
 def stop(dep: Deployment) -> dict[str, str | None]:
     """`compose down` on every node at once; a node that does not answer is reported, the others cleaned."""
-    grace = _seconds(dep.plan.head.stop_grace_period)
+    grace = _seconds(dep.cluster.stop_grace_period)
 
     def down(target: Target) -> None:
         target.docker.server_version()
-        file = str(target.compose_file) if target.compose_file.is_file() else ""
-        target.docker.compose(file, "down", "--remove-orphans", "--timeout", str(grace), project=dep.project,
-                              timeout=grace + 120)
+        if target.compose_file.is_file():
+            target.docker.compose(str(target.compose_file), "down", "--remove-orphans", "--timeout", str(grace),
+                                  project=dep.project, timeout=grace + 120)
+            return
+        with tempfile.TemporaryDirectory() as empty:  # by project name only: no compose.yaml of the cwd
+            target.docker.compose("", "--project-directory", empty, "down", "--remove-orphans", "--timeout",
+                                  str(grace), project=dep.project, timeout=grace + 120)
 
-    return {name: (None if r is None else _reason(r)) for name, r in each(dep.targets, down).items()}
+    return {name: (None if r is None else reason(r)) for name, r in each(dep.targets, down).items()}
 
 
 def last_logs(dep: Deployment, lines: int = 30) -> dict[str, str]:
@@ -99,7 +102,7 @@ def last_logs(dep: Deployment, lines: int = 30) -> dict[str, str]:
         rows = target.docker.containers(dep.label)
         return target.docker.logs_tail(rows[0]["ID"], lines) if rows else "(no container)"
 
-    return {name: (r if isinstance(r, str) else f"(logs unavailable: {_reason(r)})")
+    return {name: (r if isinstance(r, str) else f"(logs unavailable: {reason(r)})")
             for name, r in each(dep.targets, tail).items()}
 
 
@@ -144,7 +147,7 @@ def log_commands(dep: Deployment, follow: bool, tail: int | None, nodes: set[str
     for target in targets:
         cid = ids[target.name]
         if not isinstance(cid, str):
-            commands[target.name] = _reason(cid) if isinstance(cid, BaseException) else "not started"
+            commands[target.name] = reason(cid) if isinstance(cid, BaseException) else "not started"
             continue
         commands[target.name] = target.docker.command(
             "logs", *(["-f"] if follow else []), *(["--tail", str(tail)] if tail is not None else []), cid)
@@ -182,9 +185,13 @@ def follow_logs(commands: dict[str, list[str] | str]) -> Iterator[tuple[str, str
             proc.kill() if proc.poll() is None else None
 
 
+# The head is asked directly: an http_proxy in the environment must not answer for it.
+_DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
 def _get(url: str) -> bytes | None:
     try:
-        with urllib.request.urlopen(url, timeout=3) as response:  # noqa: S310 - the head's own address
+        with _DIRECT.open(url, timeout=3) as response:
             return response.read() if response.status == 200 else None
     except (urllib.error.URLError, OSError, ValueError):
         return None
@@ -204,7 +211,3 @@ def _seconds(duration: str) -> int:
     for number, unit in re.findall(r"([0-9.]+)(us|ms|s|m|h)", duration):
         total += float(number) * {"us": 1e-6, "ms": 1e-3, "s": 1, "m": 60, "h": 3600}[unit]
     return max(1, int(total))
-
-
-def _reason(exc: BaseException) -> str:
-    return exc.detail if isinstance(exc, DockerError) else str(exc)

@@ -27,7 +27,7 @@ def preflight(dep: Deployment) -> dict[str, NodeReport]:
     for target in dep.targets:
         result = results[target.name]
         if isinstance(result, BaseException):
-            result = NodeReport(target.name, target.plan.node.context, [f"preflight failed: {result}"])
+            result = NodeReport(target.name, target.node.context, [f"preflight failed: {result}"])
         reports[target.name] = result
     ids = {r.image_id for r in reports.values() if r.image_id}
     if len(ids) > 1:
@@ -86,11 +86,12 @@ def model_dir(model: str) -> str:
 def _other_recipes(target: Target) -> set[str]:
     """Recipes other than this one with a running container on the node."""
     mine = target.plan.recipe_id
+    rows = target.docker.run("ps", "-a", "--filter", f"label={LABEL_PREFIX}.recipe", "--format",
+                             f'{{{{.Label "{LABEL_PREFIX}.recipe"}}}}\t{{{{.State}}}}', timeout=10)
     found = set()
-    for row in target.docker.containers(LABEL_PREFIX + ".recipe", timeout=10):
-        labels = dict(item.split("=", 1) for item in row.get("Labels", "").split(",") if "=" in item)
-        recipe = labels.get(f"{LABEL_PREFIX}.recipe")
-        if recipe and recipe != mine and row.get("State") in ("running", "restarting", "created"):
+    for row in rows.splitlines():
+        recipe, _, state = row.rpartition("\t")
+        if recipe and recipe != mine and state in ("running", "restarting", "created"):
             found.add(recipe)
     return found
 
@@ -118,17 +119,17 @@ def _trial_run(target: Target) -> str | None:
             # so creating it here lets the same node run the stack too.
             args += ["--volume", f"{volume.source}:/recipegen-check/{i}"]
     try:
-        target.docker.run(*args, plan.image, "-c", _MODEL_CHECK, "sh", model_dir(target.model), timeout=120)
+        target.docker.run(*args, plan.image, "-c", _MODEL_CHECK, "sh", model_dir(target.plan.model), timeout=120)
     except DockerError as exc:
         if exc.returncode == MODEL_MISSING:
-            return (f"model {target.model} is not in this node's Hugging Face cache: looked in "
+            return (f"model {target.plan.model} is not in this node's Hugging Face cache: looked in "
                     f"{_host_model_dir(target)}")
         return _explain_trial(exc.stderr or exc.stdout, target)
     return None
 
 
 def _host_model_dir(target: Target) -> str:
-    inside = model_dir(target.model)
+    inside = model_dir(target.plan.model)
     for volume in target.plan.volumes:
         if inside.startswith(volume.target + "/"):
             return volume.source + inside[len(volume.target):]
@@ -142,7 +143,7 @@ def _hf_cache(target: Target) -> str | None:
 def _explain_trial(stderr: str, target: Target) -> str:
     text = " ".join(stderr.split())
     if "bind source path does not exist" in text and _hf_cache(target) and _hf_cache(target) in text:
-        return (f"model {target.model} is not in this node's Hugging Face cache: looked in {_host_model_dir(target)} "
+        return (f"model {target.plan.model} is not in this node's Hugging Face cache: looked in {_host_model_dir(target)} "
                 f"(the cache folder {_hf_cache(target)} does not exist)")
     if "bind source path does not exist" in text:
         path = text.split("bind source path does not exist:", 1)[1].strip().split()[0]

@@ -3,7 +3,6 @@ out/<id>/stack.yaml through a manager's context; the same readiness wait, status
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 
 from generator.deploy.docker import Docker, DockerError
@@ -49,6 +48,8 @@ def find_manager(cluster: Cluster, nodes: tuple[Node, ...] | None = None) -> tup
     for node, row in zip(nodes or cluster.nodes, infos):
         if row.manager:
             return node, infos
+    if all(row.problems for row in infos):  # nobody answered: say why, not "no manager"
+        raise LookupError("; ".join(f"{row.node}: {row.problems[0]}" for row in infos))
     raise LookupError("no node of the cluster is a Swarm manager: run `docker swarm init --advertise-addr "
                       f"{(nodes or cluster.nodes)[0].address}` on {(nodes or cluster.nodes)[0].name} and "
                       "`docker swarm join` on the others (or `recipegen swarm setup --init`)")
@@ -108,8 +109,8 @@ def _gpu_resource(spec: dict) -> str | None:
 
 
 def deploy(dep: Deployment, manager: Node) -> None:
-    stack = dep.targets[0].compose_file.parent.parent / "stack.yaml"
-    Docker(manager.context).run("stack", "deploy", "--detach=true", "-c", str(stack), dep.project, timeout=300)
+    Docker(manager.context).run("stack", "deploy", "--detach=true", "-c", str(dep.stack_file), dep.project,
+                                timeout=300)
 
 
 def remove(dep: Deployment, manager: Node) -> None:
@@ -155,7 +156,3 @@ def other_stacks(dep: Deployment, manager: Node) -> dict[str, set[str]]:
         if recipe and recipe != dep.project and node:
             claims.setdefault(recipe, set()).add(node)
     return claims
-
-
-def dump(rows: list[SwarmNode]) -> str:
-    return json.dumps([row.__dict__ for row in rows], indent=2)

@@ -12,6 +12,7 @@ from typing import Callable, TypeVar
 
 from generator.deploy.docker import Docker
 from generator.diagnostics import Diagnostic, RecipegenError
+from generator.model import Cluster, Node
 from generator.plan import LABEL_PREFIX, NodePlan, RecipePlan
 
 T = TypeVar("T")
@@ -19,27 +20,29 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class Target:
-    plan: NodePlan
+    """One node of a deployed recipe. `plan` is there when the recipe was compiled for this command (up,
+    images); down, ps and logs work from out/ alone, so a recipe that no longer compiles can still be stopped."""
+
+    node: Node
     compose_file: Path
-    model: str
+    plan: NodePlan | None = None
 
     @property
     def name(self) -> str:
-        return self.plan.node.name
+        return self.node.name
 
     @property
     def docker(self) -> Docker:
-        return Docker(self.plan.node.context)
+        return Docker(self.node.context)
 
 
 @dataclass(frozen=True)
 class Deployment:
-    plan: RecipePlan
-    targets: tuple[Target, ...]
-
-    @property
-    def project(self) -> str:
-        return self.plan.recipe.id
+    project: str  # the recipe id: Compose project and Swarm stack name
+    cluster: Cluster
+    out_dir: Path
+    targets: tuple[Target, ...]  # head (rank 0) first
+    plan: RecipePlan | None = None
 
     @property
     def head(self) -> Target:
@@ -50,9 +53,15 @@ class Deployment:
         return f"{LABEL_PREFIX}.recipe={self.project}"
 
     @property
-    def url(self) -> str:
-        node = self.head.plan.node
-        return f"http://{node.ssh_host}:{self.plan.serve_port}"
+    def stack_file(self) -> Path:
+        return self.out_dir / self.project / "stack.yaml"
+
+    @property
+    def url(self) -> str | None:
+        """Where the head serves; known from the plan only."""
+        if self.plan is None:
+            return None
+        return f"http://{self.head.node.ssh_host}:{self.plan.serve_port}"
 
 
 def deployment(plan: RecipePlan, files: dict[str, str], out_dir: Path, require_current: bool = True) -> Deployment:
@@ -65,9 +74,35 @@ def deployment(plan: RecipePlan, files: dict[str, str], out_dir: Path, require_c
             raise RecipegenError(Diagnostic(str(out_dir / plan.recipe.id), None, None, None,
                                             f"out/ is not current for this recipe ({stale[0].path}: {stale[0].kind}); "
                                             "run `recipegen build` first"))
-    targets = tuple(Target(node, out_dir / plan.recipe.id / node.node.name / "compose.yaml", plan.recipe.model)
+    targets = tuple(Target(node.node, out_dir / plan.recipe.id / node.node.name / "compose.yaml", node)
                     for node in plan.nodes)
-    return Deployment(plan, targets)
+    return Deployment(plan.recipe.id, plan.cluster, out_dir, targets, plan)
+
+
+def deployment_from_out(recipe_id: str, cluster: Cluster, out_dir: Path) -> Deployment:
+    """The nodes a compiled recipe was written for, read from out/<id>/<node>/compose.yaml (rank from its labels)."""
+    import yaml_rs
+
+    folder = out_dir / recipe_id
+    files = sorted(folder.glob("*/compose.yaml")) if folder.is_dir() else []
+    if not files:
+        raise RecipegenError(Diagnostic(str(folder), None, None, None,
+                                        "nothing compiled for this recipe here (run `recipegen build`)"))
+    known = {node.name: node for node in cluster.nodes}
+    ranked = []
+    for file in files:
+        name = file.parent.name
+        if name not in known:
+            raise RecipegenError(Diagnostic(str(file), None, None, None, f"node '{name}' is not in cluster "
+                                                                         f"'{cluster.name}' ({cluster.path})"))
+        try:
+            labels = yaml_rs.loads(file.read_text("utf-8"))["services"]["engine"].get("labels", {})
+            rank = int(labels.get(f"{LABEL_PREFIX}.rank", 0))
+        except (ValueError, KeyError, TypeError, yaml_rs.YAMLDecodeError, OSError) as exc:
+            raise RecipegenError(Diagnostic(str(file), None, None, None, f"not a compose file recipegen "
+                                                                         f"wrote: {exc}")) from None
+        ranked.append((rank, Target(known[name], file)))
+    return Deployment(recipe_id, cluster, out_dir, tuple(t for _, t in sorted(ranked, key=lambda r: r[0])))
 
 
 def each(targets: tuple[Target, ...] | list[Target], fn: Callable[[Target], T]) -> dict[str, T | BaseException]:
