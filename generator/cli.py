@@ -1,5 +1,5 @@
 """The `recipegen` command line. Commands import what they use inside their bodies, so `--help` and
-`validate` never pay for the deploy stack (python-on-whales, pydantic).
+`validate` never pay for the deploy modules, rich or Jinja.
 
 Exit codes: 0 success; 1 invalid input, failed check or failed deploy; 2 usage error.
 """

@@ -145,7 +145,8 @@ def down(recipe: str, cluster_path: Path | None, out_dir: Path | None, swarm: bo
         click.echo(f"{name}: {'down' if error is None else 'FAILED: ' + error}", err=error is not None)
     if any(results.values()):
         failed = ", ".join(n for n, e in results.items() if e)
-        click.echo(f"{dep.project}: could not clean {failed}; the other nodes are clean", err=True)
+        rest = " the other nodes are clean;" if len(failed.split(", ")) < len(results) else ""
+        click.echo(f"{dep.project}: could not clean {failed};{rest} run down again once they answer", err=True)
         sys.exit(1)
 
 

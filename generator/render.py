@@ -71,6 +71,13 @@ def key(value: str) -> Raw | str:
     return value
 
 
+def shell_comment(value: object) -> Raw:
+    """A shell word inside a comment people copy and paste: quoted as the shell needs it."""
+    import shlex
+
+    return comment(shlex.quote(str(value)))
+
+
 def comment(value: object) -> Raw:
     """Text for a `#` comment: one line, no control characters."""
     return Raw(re.sub(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]+", " ", str(value)))
@@ -83,6 +90,7 @@ def _environment() -> jinja2.Environment:
         undefined=jinja2.StrictUndefined, finalize=yaml_scalar, autoescape=False, keep_trailing_newline=True,
         trim_blocks=True, lstrip_blocks=True)
     env.filters["comment"] = comment
+    env.filters["shell_comment"] = shell_comment
     env.filters["key"] = key
     env.filters["shm_bytes"] = shm_bytes
     return env

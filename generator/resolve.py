@@ -89,6 +89,10 @@ def load_recipe(path: str | Path, recipes_dir: Path | None = None) -> Recipe:
                                                   "or any parent)", at_value=False))
     props = schema("recipe")["properties"]
 
+    if "nodes" in values and "required_nodes" not in values:  # naming the nodes says how many
+        values["required_nodes"] = len(values["nodes"])
+        origins["required_nodes"] = origins["nodes"]
+
     def get(key: str) -> Any:
         if key not in values:
             origins[key] = DEFAULT

@@ -10,7 +10,7 @@ from generator.diagnostics import Diagnostic, RecipegenError, display_path
 from generator.lint import lint_cluster, lint_recipe
 from generator.model import Cluster
 from generator.project import Project
-from generator.resolve import RECIPE_FILE, load_checked, load_cluster, load_recipe
+from generator.resolve import RECIPE_FILE, cluster_from_document, load_checked, load_recipe
 
 _SCHEMA_DIRECTIVE = re.compile(r"^#:schema\s+(\S+)")
 
@@ -59,16 +59,18 @@ def validate_paths(paths: list[Path], cluster_path: Path | None) -> list[Diagnos
     if cluster_path is not None or cluster_file.is_file():
         # The recipes' cluster-dependent rules need it: a broken or missing one is a finding of its own.
         try:
-            findings += lint_cluster(load_checked(cluster_file, "cluster"))
-            cluster = load_cluster(cluster_file)
+            document = load_checked(cluster_file, "cluster")
+            findings += lint_cluster(document)
+            cluster = cluster_from_document(document)
         except RecipegenError as exc:
             findings += exc.diagnostics
     for path in paths:
         try:
             if file_kind(path) == "cluster":
                 if cluster is None or path.resolve() != cluster.path.resolve():
-                    findings += lint_cluster(load_checked(path, "cluster"))
-                    load_cluster(path)
+                    document = load_checked(path, "cluster")
+                    findings += lint_cluster(document)
+                    cluster_from_document(document)
             else:
                 findings += lint_recipe(load_recipe(path, project.recipes_dir), cluster)
         except RecipegenError as exc:

@@ -152,3 +152,16 @@ def test_down_ps_and_logs_read_out_so_a_broken_recipe_can_still_be_stopped(proje
     result = run("ps", "glm-4-5-air-sglang")  # the contexts do not exist here: each node is reported as such
     assert "gpu-memory" not in result.output
     assert "spark1" in result.stdout and "spark2" in result.stdout and "unreachable" in result.stdout
+
+
+def test_naming_nodes_sets_how_many_and_which(project: Path):
+    recipe = project / "recipes" / "qwen3-coder-30b-a3b-fp8" / "recipe.toml"
+    recipe.write_text(recipe.read_text().replace("required_nodes = 1\n", 'nodes = ["spark2"]\n'))
+    result = run("build", "qwen3-coder-30b-a3b-fp8", "--out", "o6")
+    assert result.exit_code == 0, result.output
+    assert sorted(tree(project / "o6")) == ["qwen3-coder-30b-a3b-fp8/spark2/compose.yaml",
+                                            "qwen3-coder-30b-a3b-fp8/stack.yaml"]
+    assert 'VLLM_HOST_IP: "192.168.100.11"' in (project / "o6/qwen3-coder-30b-a3b-fp8/spark2/compose.yaml").read_text()
+    recipe.write_text(recipe.read_text().replace('nodes = ["spark2"]\n', 'nodes = ["spark2"]\nrequired_nodes = 2\n'))
+    result = run("build", "qwen3-coder-30b-a3b-fp8", "--out", "o7")
+    assert result.exit_code == 1 and "names 1 node(s) but required_nodes is 2" in result.stderr
