@@ -161,9 +161,8 @@ def explain(recipe: str, cluster_path: Path | None, node_name: str | None) -> No
         click.secho(title, bold=True)
         width = min(max((len(line.text) for line in lines), default=0), 72)
         for line in lines:
-            origin = f"  # {line.origin}" if line.origin else ""
-            note = f"; {line.note}" if line.note else ""
-            click.echo(f"  {line.text.ljust(width)}{origin}{note}" if origin else f"  {line.text}")
+            said = "; ".join(str(part) for part in (line.origin, line.note) if part)
+            click.echo(f"  {line.text.ljust(width)}  # {said}" if said else f"  {line.text}")
         click.echo()
     _print(warnings)
 

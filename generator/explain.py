@@ -37,21 +37,19 @@ def _node_section(plan: RecipePlan, node: NodePlan) -> tuple[str, list[Line]]:
     role = "head" if node.is_head else "worker"
     title = (f"node {node.node.name}: rank {node.rank} ({role}), context {node.node.context}, "
              f"address {node.node.address}")
-    lines = [Line("command:")]
-    for group in group_flags(node.command):
-        runs: list[list] = []  # split where the origin changes (entrypoint, then the compiler's model)
-        for arg in group.args:
-            if group.flag is None and runs and runs[-1][0].origin != arg.origin:
-                runs.append([arg])
-            elif runs:
-                runs[-1].append(arg)
-            else:
-                runs.append([arg])
-        lines += [Line("  " + " ".join(_quote(a.word) for a in run), run[0].origin) for run in runs]
+    entry = node.entrypoint
+    lines = [Line("command:"), Line("  " + " ".join(_quote(a.word) for a in entry), entry[0].origin, "entrypoint")]
+    for group in group_flags(node.arguments):
+        if group.flag is None:  # leading words: the compiler's model, or `-c SCRIPT` of a Ray head
+            lines += [Line("  " + _quote(a.word), a.origin) for a in group.args]
+        else:
+            lines.append(Line("  " + " ".join(_quote(a.word) for a in group.args), group.args[0].origin))
     lines.append(Line("environment:"))
     for var in node.env:
         note = "overrides " + ", ".join(o.layer for o in var.overrides) if var.overrides else ""
         lines.append(Line(f"  {var.name}={_quote(var.value)}", var.origin, note))
+    lines += [Line(f"  {name}", None, "passed from the deploying shell (pass_env), never written out")
+              for name in node.pass_env]
     lines.append(Line("volumes:"))
     lines += [Line(f"  {v.source} -> {v.target}{' (ro)' if v.read_only else ''}", v.origin) for v in node.volumes]
     return title, lines

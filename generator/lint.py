@@ -57,10 +57,13 @@ def rule(rule_id: str, severity: Severity, summary: str):
 
 def lint_recipe(recipe: Recipe, cluster: Cluster | None) -> list[Diagnostic]:
     found = []
+    child = recipe.document.shown
     for r in RULES:
         for origin, key, message in r.check(recipe, cluster):
-            found.append(Diagnostic(origin.file or recipe.document.shown, origin.line, 1 if origin.line else None, key,
-                                    message, r.severity, r.id))
+            file = origin.file or child
+            if file != child:  # a parent's line: say which recipe it is a problem for
+                message += f" (inherited by {child})"
+            found.append(Diagnostic(file, origin.line, 1 if origin.line else None, key, message, r.severity, r.id))
     return sorted(set(found), key=lambda d: (d.file, d.line or 0, d.rule or "", d.message))
 
 

@@ -6,6 +6,7 @@ Schema validation happens here, per file, before anything reads a value: a later
 from __future__ import annotations
 
 import posixpath
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -134,7 +135,13 @@ def _load_chain(path: Path, recipes_dir: Path | None) -> list[TomlDocument]:
         if referrer is not None and not current.is_file():
             raise RecipegenError(referrer.diagnostic(("extends",), f"parent recipe '{referrer.data['extends']}' not "
                                                                    f"found (looked for {current})"))
-        doc = load_checked(current, "recipe")
+        try:
+            doc = load_checked(current, "recipe")
+        except RecipegenError as exc:
+            if referrer is None:
+                raise
+            raise RecipegenError([replace(d, message=f"{d.message} (parent of {chain[0].shown})")
+                                  for d in exc.diagnostics]) from None
         chain.append(doc)
         seen[real] = doc
         parent = doc.data.get("extends")
