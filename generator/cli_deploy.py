@@ -287,7 +287,8 @@ def cluster_probe(contexts: tuple[str, ...], write_path: Path | None, force: boo
     from generator.diagnostics import display_path
     from rich.markup import escape
 
-    from generator.probe import ProbeError, gather, propose, render_cluster, summary_rows, write_atomic
+    from generator.probe import ProbeError, gather, propose, write_atomic
+    from generator.probe.render import render_cluster, summary_rows
 
     if len(set(contexts)) != len(contexts):
         raise click.BadParameter("a context is named twice", param_hint="--context")
@@ -295,12 +296,7 @@ def cluster_probe(contexts: tuple[str, ...], write_path: Path | None, force: boo
         click.echo(f"{display_path(write_path)}: exists; pass --force to replace it", err=True)
         sys.exit(1)
 
-    class _Ctx(str):
-        @property
-        def name(self) -> str:
-            return str(self)
-
-    results = each([_Ctx(c) for c in contexts], lambda c: gather(str(c), image=image, timeout=timeout))
+    results = each(list(contexts), lambda c: gather(c, image=image, timeout=timeout), key=str)
     failed = {c: r for c, r in results.items() if isinstance(r, BaseException)}
     for ctx, exc in failed.items():
         click.echo(f"{ctx}: probe failed: {exc if isinstance(exc, ProbeError) else repr(exc)}", err=True)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from generator.deploy.docker import Docker, DockerError
 from generator.model import Cluster, Node
-from generator.probe import (LABEL, NodeFacts, ProbeError, _short, exclusion, gather, gid_index)
+from generator.probe import LABEL, NodeFacts, ProbeError, error_detail, exclusion, gather, gid_index
 
 OK, WARNING, ERROR = "ok", "warning", "error"
 CONNECT_SECONDS = 3
@@ -107,10 +107,8 @@ def check_node(cluster: Cluster, node: Node, facts: NodeFacts) -> list[Finding]:
         value = env.get(var)
         if not value or value == "all":
             continue
-        names, exact = _names(value)
-        names = [n for n in names if ":" not in n]  # UCX's dev:port names an RDMA device
-        missing = [n for n in names if not any(_matches(n, i, exact or var != "NCCL_SOCKET_IFNAME")
-                                               for i in facts.interfaces)]
+        names = [n for n in _names(value)[0] if ":" not in n]  # UCX's dev:port names an RDMA device
+        missing = [n for n in names if n not in facts.interfaces]  # exact names: only NCCL matches prefixes
         if missing:
             add(var, ERROR, f"{var} = \"{value}\" names {', '.join(missing)}, which this node does not have",
                 f"set [nodes.env] {var} = \"{holder.name if holder else '<fabric interface>'}\" for {node.name}")
@@ -280,7 +278,7 @@ def check_reach(cluster: Cluster, facts: dict[str, NodeFacts], timeout: float = 
 
 def _reason(exc: object) -> str:
     if isinstance(exc, DockerError):
-        return _short(exc)
+        return error_detail(exc)
     return str(exc)
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 from functools import cache, lru_cache
+from typing import Callable
 
 import jinja2
 
@@ -83,17 +84,21 @@ def comment(value: object) -> Raw:
     return Raw(re.sub(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]+", " ", str(value)))
 
 
-@cache
-def _environment() -> jinja2.Environment:
+def make_environment(finalize: Callable[[object], str], filters: dict[str, Callable]) -> jinja2.Environment:
+    """A Jinja environment over templates/: every `{{ value }}` goes through `finalize`, an undefined name is an
+    error, nothing is autoescaped, block tags leave no blank lines."""
     env = jinja2.Environment(
         loader=jinja2.FunctionLoader(_template_source),
-        undefined=jinja2.StrictUndefined, finalize=yaml_scalar, autoescape=False, keep_trailing_newline=True,
+        undefined=jinja2.StrictUndefined, finalize=finalize, autoescape=False, keep_trailing_newline=True,
         trim_blocks=True, lstrip_blocks=True)
-    env.filters["comment"] = comment
-    env.filters["shell_comment"] = shell_comment
-    env.filters["key"] = key
-    env.filters["shm_bytes"] = shm_bytes
+    env.filters.update(filters)
     return env
+
+
+@cache
+def _environment() -> jinja2.Environment:
+    return make_environment(yaml_scalar, {"comment": comment, "shell_comment": shell_comment, "key": key,
+                                          "shm_bytes": shm_bytes})
 
 
 def _template_source(name: str):

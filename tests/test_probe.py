@@ -19,8 +19,14 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from generator import probe as P
 from generator.cli import main
+from generator.probe.facts import GpuInfo, NodeFacts, gid_index
+from generator.probe.parse import (facts_from_sections, parse_fib_trie, parse_infiniband, parse_ip_addr, parse_memlock,
+                                   parse_nvidia_smi, parse_route, parse_sections)
+from generator.probe.proposal import Proposal, _ssh_endpoint, candidates, exclusion, node_names, propose
+from generator.probe.read import image_candidates
+from generator.probe.render import render_cluster
+from generator.probe.write import write_atomic
 from generator.resolve import load_cluster
 
 FIXTURES = Path(__file__).parent / "fixtures" / "probe"
@@ -35,21 +41,21 @@ def sections(node: str) -> dict[str, str]:
             if f.name not in ("docker_info.json", "nvidia_smi")}
 
 
-def spark(node: str, drop: tuple[str, ...] = ()) -> P.NodeFacts:
+def spark(node: str, drop: tuple[str, ...] = ()) -> NodeFacts:
     d = FIXTURES / node
     info = json.loads((d / "docker_info.json").read_text())
-    gpu = P.GpuInfo("nvidia", P.parse_nvidia_smi((d / "nvidia_smi").read_text()), sorted(info["Runtimes"]),
-                    info["CDISpecDirs"])
+    gpu = GpuInfo("nvidia", parse_nvidia_smi((d / "nvidia_smi").read_text()), sorted(info["Runtimes"]),
+                  info["CDISpecDirs"])
     raw = {k: v for k, v in sections(node).items() if k not in drop}
-    facts = P.facts_from_sections(raw, node, info, gpu)
+    facts = facts_from_sections(raw, node, info, gpu)
     facts.endpoint = f"ssh://spark@{node}.local"
     facts.memlock_ok = True
     return facts
 
 
-def write(tmp_path: Path, proposal: P.Proposal) -> Path:
+def write(tmp_path: Path, proposal: Proposal) -> Path:
     path = tmp_path / "cluster.toml"
-    path.write_text(P.render_cluster(proposal))
+    path.write_text(render_cluster(proposal))
     return path
 
 
@@ -57,7 +63,7 @@ def write(tmp_path: Path, proposal: P.Proposal) -> Path:
 
 
 def test_route_table_and_the_management_nic():
-    routes = P.parse_route(sections("spark1")["route"])
+    routes = parse_route(sections("spark1")["route"])
     assert [(r.iface, str(r.destination), str(r.gateway) if r.gateway else None, r.metric) for r in routes] == [
         ("enP7s7", "0.0.0.0/0", "192.168.1.1", 100), ("wlP9s9", "0.0.0.0/0", "192.168.1.1", 600),
         ("enP7s7", "192.168.1.0/24", None, 100), ("wlP9s9", "192.168.1.0/24", None, 600),
@@ -66,18 +72,18 @@ def test_route_table_and_the_management_nic():
 
 
 def test_fib_trie_local_addresses():
-    local = P.parse_fib_trie(sections("spark1")["fib_trie"])
+    local = parse_fib_trie(sections("spark1")["fib_trie"])
     # 127.0.0.0 is a `/8 host LOCAL` route, not an address; Main and Local list the same ones once.
     assert list(map(str, local)) == ["127.0.0.1", "172.17.0.1", "192.168.1.50", "192.168.1.61", "192.168.100.10",
                                      "192.168.101.10"]
 
 
 def test_ip_addr_iproute2_and_busybox():
-    by_ip = P.parse_ip_addr(sections("spark1")["ip_addr"])
+    by_ip = parse_ip_addr(sections("spark1")["ip_addr"])
     assert {k: [str(a) for a in v] for k, v in by_ip.items()} == {
         "lo": ["127.0.0.1/8"], "enP7s7": ["192.168.1.50/24"], "enp1s0f0np0": ["192.168.100.10/24"],
         "enP2p1s0f0np0": ["192.168.101.10/24"], "wlP9s9": ["192.168.1.61/24"], "docker0": ["172.17.0.1/16"]}
-    assert {k: [str(a) for a in v] for k, v in P.parse_ip_addr(LAB_IP_ADDR).items()} == {
+    assert {k: [str(a) for a in v] for k, v in parse_ip_addr(LAB_IP_ADDR).items()} == {
         "lo": ["127.0.0.1/8"], "eth0": ["10.213.3.11/24"]}
 
 
@@ -111,40 +117,40 @@ def test_rdma_devices_and_their_netdevs():
         "rocep1s0f0": ["enp1s0f0np0"], "rocep1s0f1": ["enp1s0f1np1"],
         "roceP2p1s0f0": ["enP2p1s0f0np0"], "roceP2p1s0f1": ["enP2p1s0f1np1"]}
     assert facts.rdma_for("enP2p1s0f0np0") == ["roceP2p1s0f0"] and facts.rdma_for("enP7s7") == []
-    assert P.gid_index(facts, "rocep1s0f0", "192.168.100.10") == 3
-    assert P.gid_index(facts, "roceP2p1s0f0", "192.168.101.10") == 3
-    assert P.gid_index(facts, "rocep1s0f1", "192.168.100.10") is None  # uncabled port: link-local GIDs only
+    assert gid_index(facts, "rocep1s0f0", "192.168.100.10") == 3
+    assert gid_index(facts, "roceP2p1s0f0", "192.168.101.10") == 3
+    assert gid_index(facts, "rocep1s0f1", "192.168.100.10") is None  # uncabled port: link-local GIDs only
     table = facts.rdma["rocep1s0f1"].gids[1]
     assert [(g.index, g.type) for g in table] == [(0, "IB/RoCE v1"), (1, "RoCE v2")]
 
 
 def test_infiniband_listing_of_one_device():
     text = "/sys/class/infiniband/mlx5_0/device/net:\nens1f0np0\n\n"
-    assert P.parse_infiniband(text) == {"mlx5_0": ["ens1f0np0"]}
-    assert P.parse_infiniband("") == {}
+    assert parse_infiniband(text) == {"mlx5_0": ["ens1f0np0"]}
+    assert parse_infiniband("") == {}
 
 
 def test_memlock_limits():
-    assert P.parse_memlock(sections("spark1")["limits"]) == -1
+    assert parse_memlock(sections("spark1")["limits"]) == -1
     lab = "Max locked memory         8388608              8388608              bytes     \n"
-    assert P.parse_memlock(lab) == 8 * 1024 * 1024
-    assert P.parse_memlock("Max locked memory         65536                unlimited            bytes\n") == -1
-    assert P.parse_memlock("") is None
+    assert parse_memlock(lab) == 8 * 1024 * 1024
+    assert parse_memlock("Max locked memory         65536                unlimited            bytes\n") == -1
+    assert parse_memlock("") is None
 
 
 def test_nvidia_smi():
-    assert P.parse_nvidia_smi((FIXTURES / "spark1" / "nvidia_smi").read_text()) == [
+    assert parse_nvidia_smi((FIXTURES / "spark1" / "nvidia_smi").read_text()) == [
         "GPU 0: NVIDIA GB10 (UUID: GPU-5f6b8c2e-1d3a-4e7b-9c0f-2a8d6e4b1c3f)"]
-    assert P.parse_nvidia_smi("sh: nvidia-smi: not found\nNVIDIA_VISIBLE_DEVICES=all\n") == []
+    assert parse_nvidia_smi("sh: nvidia-smi: not found\nNVIDIA_VISIBLE_DEVICES=all\n") == []
 
 
 def test_bundle_sections():
     raw = sections("spark1")
     bundle = "".join(f"@@recipegen:{k}@@\n{v}" for k, v in raw.items()) + "@@recipegen:end@@\n"
-    parsed = P.parse_sections(bundle)
+    parsed = parse_sections(bundle)
     assert set(parsed) == set(raw) | {"end"}
     assert parsed["route"] == raw["route"] and parsed["fib_trie"] == raw["fib_trie"]
-    assert P.parse_sections("no markers") == {}
+    assert parse_sections("no markers") == {}
 
 
 def test_image_candidates_smallest_tagged_first():
@@ -153,7 +159,7 @@ def test_image_candidates_smallest_tagged_first():
             {"Repository": "hello-world", "Tag": "latest", "Size": "13.3kB"},
             {"Repository": "busybox", "Tag": "1.36", "Size": "4.04MB"},
             {"Repository": "ubuntu", "Tag": "24.04", "Size": "101MB"}]
-    assert P.image_candidates(rows) == ["busybox:1.36", "ubuntu:24.04", "nvcr.io/nvidia/vllm:25.10-py3"]
+    assert image_candidates(rows) == ["busybox:1.36", "ubuntu:24.04", "nvcr.io/nvidia/vllm:25.10-py3"]
 
 
 # --- proposing ------------------------------------------------------------------------------------------
@@ -161,7 +167,7 @@ def test_image_candidates_smallest_tagged_first():
 
 def test_two_sparks_proposal(tmp_path: Path):
     facts = [spark("spark1"), spark("spark2")]
-    p = P.propose(facts, name="spark-duo")
+    p = propose(facts, name="spark-duo")
     assert p.rdma is True and p.gpu == "nvidia" and p.memlock == -1 and p.user == "spark"
     assert p.env == {"NCCL_SOCKET_IFNAME": "enp1s0f0np0", "GLOO_SOCKET_IFNAME": "enp1s0f0np0",
                      "TP_SOCKET_IFNAME": "enp1s0f0np0", "UCX_NET_DEVICES": "enp1s0f0np0", "NCCL_IB_DISABLE": "0",
@@ -176,7 +182,7 @@ def test_two_sparks_proposal(tmp_path: Path):
     assert cluster.env == p.env
 
 
-def _rename(facts: P.NodeFacts, old: str, new: str) -> None:
+def _rename(facts: NodeFacts, old: str, new: str) -> None:
     iface = facts.interfaces.pop(old)
     iface.name = new
     facts.interfaces[new] = iface
@@ -190,7 +196,7 @@ def test_nodes_with_other_interface_names_get_per_node_env(tmp_path: Path):
     for f in (one, two):
         f.interfaces["enP2p1s0f0np0"].ipv4 = []
     two.interfaces["enp1s0f0np0"].ipv4, two.interfaces["enP2p1s0f0np0"].ipv4 = [], two.interfaces["enp1s0f0np0"].ipv4
-    p = P.propose([one, two])
+    p = propose([one, two])
     assert "NCCL_SOCKET_IFNAME" not in p.env
     assert p.nodes[0].env["NCCL_SOCKET_IFNAME"] == "enp1s0f0np0"
     assert p.nodes[1].env["NCCL_SOCKET_IFNAME"] == "enP2p1s0f0np0"
@@ -211,10 +217,10 @@ def test_no_rdma_and_a_hard_memlock_limit(tmp_path: Path):
         f.rdma = {}
         f.memlock_ok, f.memlock_hard = False, 8388608
     facts[1].memlock_hard = 16777216
-    p = P.propose(facts)
+    p = propose(facts)
     assert p.rdma is False and p.env["NCCL_IB_DISABLE"] == "1" and "NCCL_IB_HCA" not in p.env
     assert p.memlock == 8388608
-    text = P.render_cluster(p)
+    text = render_cluster(p)
     assert "no node has RDMA devices" in text and "cannot be raised" in text
     assert load_cluster(write(tmp_path, p)).ulimits.memlock == 8388608
 
@@ -222,10 +228,10 @@ def test_no_rdma_and_a_hard_memlock_limit(tmp_path: Path):
 def test_rdma_on_one_node_only_is_undecided(tmp_path: Path):
     facts = [spark("spark1"), spark("spark2")]
     facts[1].rdma = {}
-    p = P.propose(facts)
+    p = propose(facts)
     assert p.rdma is False
     assert any("rdma = false" in n and "spark-a93b" in n for n in p.notes)
-    assert "UNDECIDED" in P.render_cluster(p)
+    assert "UNDECIDED" in render_cluster(p)
     load_cluster(write(tmp_path, p))
 
 
@@ -233,43 +239,43 @@ def test_a_node_without_a_fabric_address_is_undecided(tmp_path: Path):
     facts = [spark("spark1"), spark("spark2")]
     for name in ("enp1s0f0np0", "enP2p1s0f0np0"):
         facts[1].interfaces[name].ipv4 = []
-    p = P.propose(facts)
+    p = propose(facts)
     assert p.nodes[1].address == "192.168.1.51"  # the management address, as a placeholder
     assert any(n.startswith("spark-a93b: no address on the fabric subnet") for n in p.notes)
-    text = P.render_cluster(p)
+    text = render_cluster(p)
     assert "# UNDECIDED: no address on the fabric subnet" in text
     load_cluster(write(tmp_path, p))
 
 
 def test_management_wireless_docker_and_down_ports_are_never_the_fabric():
     facts = spark("spark1")
-    reasons = {name: P.exclusion(i, facts.default_iface) for name, i in facts.interfaces.items()}
+    reasons = {name: exclusion(i, facts.default_iface) for name, i in facts.interfaces.items()}
     assert reasons["enP7s7"] == "holds the default route (management)"
     assert reasons["wlP9s9"] == "wireless" and reasons["docker0"] == "Docker's bridge" and reasons["lo"] == "loopback"
     assert reasons["enp1s0f0np0"] is None
-    assert {c.iface for c in P.candidates(facts)} == {"enp1s0f0np0", "enP2p1s0f0np0"}
+    assert {c.iface for c in candidates(facts)} == {"enp1s0f0np0", "enP2p1s0f0np0"}
 
 
 def test_gpu_mixed_and_none():
     facts = [spark("spark1"), spark("spark2")]
-    facts[1].gpu = P.GpuInfo(None, detail="could not select device driver")
-    p = P.propose(copy.deepcopy(facts))
+    facts[1].gpu = GpuInfo(None, detail="could not select device driver")
+    p = propose(copy.deepcopy(facts))
     assert p.gpu == "nvidia" and any("cannot give containers the GPU" in n for n in p.notes)
-    facts[0].gpu = P.GpuInfo(None)
-    assert P.propose(facts).gpu == "none"
+    facts[0].gpu = GpuInfo(None)
+    assert propose(facts).gpu == "none"
 
 
 def test_node_names_from_hostnames():
-    facts = [P.NodeFacts("ctx-a", hostname="Spark.Lab"), P.NodeFacts("ctx-b", hostname="spark.lab"),
-             P.NodeFacts("_ctx", hostname="")]
-    assert P.node_names(facts) == ["spark-lab", "spark-lab-2", "ctx"]
+    facts = [NodeFacts("ctx-a", hostname="Spark.Lab"), NodeFacts("ctx-b", hostname="spark.lab"),
+             NodeFacts("_ctx", hostname="")]
+    assert node_names(facts) == ["spark-lab", "spark-lab-2", "ctx"]
 
 
 # --- rendering and writing ------------------------------------------------------------------------------
 
 
 def test_values_are_escaped_and_round_trip(tmp_path: Path):
-    p = P.propose([spark("spark1")], name='odd "name" \\ with\nnewline\x7f')
+    p = propose([spark("spark1")], name='odd "name" \\ with\nnewline\x7f')
     p.nodes[0].env["NCCL_DEBUG_SUBSYS"] = 'a"b\\c'
     p.comment("gpu", "a comment\nwith = a newline")
     path = write(tmp_path, p)
@@ -283,7 +289,7 @@ def test_values_are_escaped_and_round_trip(tmp_path: Path):
 
 
 def test_the_written_file_validates(tmp_path: Path, monkeypatch):
-    path = write(tmp_path, P.propose([spark("spark1"), spark("spark2")], name="duo"))
+    path = write(tmp_path, propose([spark("spark1"), spark("spark2")], name="duo"))
     monkeypatch.chdir(tmp_path)
     result = CliRunner().invoke(main, ["validate", str(path)])
     assert result.exit_code == 0, result.output
@@ -291,11 +297,11 @@ def test_the_written_file_validates(tmp_path: Path, monkeypatch):
 
 def test_write_atomic_never_overwrites_without_force(tmp_path: Path):
     path = tmp_path / "sub" / "cluster.toml"
-    P.write_atomic(path, "one\n", force=False)
+    write_atomic(path, "one\n", force=False)
     with pytest.raises(FileExistsError, match="--force"):
-        P.write_atomic(path, "two\n", force=False)
+        write_atomic(path, "two\n", force=False)
     assert path.read_text() == "one\n"
-    P.write_atomic(path, "three\n", force=True)
+    write_atomic(path, "three\n", force=True)
     assert path.read_text() == "three\n"
     assert sorted(p.name for p in path.parent.iterdir()) == ["cluster.toml"]  # no temporary file left
 
@@ -314,9 +320,9 @@ def test_address_helpers():
     facts = spark("spark1")
     assert facts.holding("192.168.100.10").name == "enp1s0f0np0"
     assert facts.holding("10.0.0.1") is None
-    assert P._ssh_endpoint("ssh://spark@spark1.local") == ("spark", "spark1.local")
-    assert P._ssh_endpoint("ssh://spark1.local:2222") == (None, "spark1.local")
-    assert P._ssh_endpoint("unix:///var/run/docker.sock") == (None, None)
+    assert _ssh_endpoint("ssh://spark@spark1.local") == ("spark", "spark1.local")
+    assert _ssh_endpoint("ssh://spark1.local:2222") == (None, "spark1.local")
+    assert _ssh_endpoint("unix:///var/run/docker.sock") == (None, None)
     assert ipaddress.IPv4Address("192.168.100.10") in ipaddress.IPv4Network("192.168.100.0/24")
 
 
@@ -327,7 +333,7 @@ def _duo(tmp_path: Path):
     from generator.doctor import check_node, check_subnets
 
     facts = [spark("spark1"), spark("spark2")]
-    cluster = load_cluster(write(tmp_path, P.propose(facts, name="duo")))
+    cluster = load_cluster(write(tmp_path, propose(facts, name="duo")))
     return cluster, facts, check_node, check_subnets
 
 

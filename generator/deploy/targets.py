@@ -105,8 +105,10 @@ def deployment_from_out(recipe_id: str, cluster: Cluster, out_dir: Path) -> Depl
     return Deployment(recipe_id, cluster, out_dir, tuple(t for _, t in sorted(ranked, key=lambda r: r[0])))
 
 
-def each(targets: tuple[Target, ...] | list[Target], fn: Callable[[Target], T]) -> dict[str, T | BaseException]:
-    """Run fn on every node at once; a node's exception is its result, never the others' problem."""
+def each(targets: tuple[Target, ...] | list[Target], fn: Callable[[Target], T],
+         key: Callable[[Target], str] = lambda t: t.name) -> dict[str, T | BaseException]:
+    """Run fn on every node at once; a node's exception is its result, never the others' problem.
+    Results are keyed by `key(target)`, by default its `.name`."""
     def guarded(target: Target):
         try:
             return fn(target)
@@ -115,4 +117,4 @@ def each(targets: tuple[Target, ...] | list[Target], fn: Callable[[Target], T]) 
 
     with ThreadPoolExecutor(max_workers=max(1, len(targets))) as pool:
         results = list(pool.map(guarded, targets))
-    return {t.name: r for t, r in zip(targets, results)}
+    return {key(t): r for t, r in zip(targets, results)}
