@@ -163,8 +163,8 @@ def ps(recipe: str, cluster_path: Path | None, out_dir: Path | None, swarm: bool
         ranks = stack_states(dep, _manager(dep))
     else:
         ranks = rank_states(dep)
-    _table(dep.project, ["node", "context", "container", "state", "health", "status"],
-           [[r.node, r.context, r.container, r.state, r.health, r.status] for r in ranks])
+    _table(dep.project, ["node", "context", "container", "state", "health", "uptime", "status"],
+           [[r.node, r.context, r.container, r.state, r.health, r.uptime, r.status] for r in ranks])
 
 
 main.add_command(ps, name="status")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import time
 import urllib.request
@@ -147,7 +148,8 @@ def test_vllm_mp_two_nodes_up_serves_and_down_cleans(project, clean_lab: Lab):
     assert [len(containers(lab, n, "vllm2")) for n in lab.nodes[:2]] == [1, 1]
 
     ps = run(lab, root, "ps", "vllm2", check=True).stdout
-    assert ps.count("running") == 2 and "spark1" in ps and "spark2" in ps
+    assert ps.count("running") == 2 and "spark1" in ps and "spark2" in ps and "uptime" in ps
+    assert re.search(r"running\s*│\s*-\s*│\s*\d+[smhd]", ps), ps  # state, no healthcheck, an uptime
     logs = run(lab, root, "logs", "vllm2", check=True).stdout.splitlines()
     assert any(line.startswith("spark2 | ") and "--headless" in line for line in logs)
     assert any(line.startswith("spark1 | ") for line in logs)

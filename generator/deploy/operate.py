@@ -12,6 +12,7 @@ import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from typing import Callable, Iterator
 
 from generator.deploy.docker import DockerError, reason
@@ -26,15 +27,10 @@ class RankState:
     context: str
     container: str
     state: str  # running, exited, restarting, created, missing, unreachable
-    status: str  # docker's words: "Up 3 minutes", "Exited (1) 2 seconds ago"
+    status: str  # what else there is to say: "exit 1 at 17:02:03", docker's error, a task's state
     restarts: int = 0
-
-    @property
-    def health(self) -> str:
-        for word in ("healthy", "unhealthy", "health: starting"):
-            if f"({word})" in self.status:
-                return word
-        return "-"
+    health: str = "-"  # the image's healthcheck, when it has one
+    uptime: str = "-"
 
     @property
     def failed(self) -> bool:
@@ -59,12 +55,12 @@ def rank_states(dep: Deployment) -> list[RankState]:
             return RankState(target.name, ctx, "-", "missing", "no container")
         st = info.get("State", {})
         status = st.get("Status", "?")
-        words = {"running": f"Up since {st.get('StartedAt', '?')[:19]}",
-                 "exited": f"Exited ({st.get('ExitCode')}) at {st.get('FinishedAt', '?')[:19]}"}
-        health = (st.get("Health") or {}).get("Status")
-        shown = words.get(status, status) + (f" ({health})" if health else "")
-        return RankState(target.name, ctx, info.get("Name", name).lstrip("/"), status, shown,
-                         int(info.get("RestartCount", 0)))
+        detail = f"exit {st.get('ExitCode')} at {st.get('FinishedAt', '?')[:19]}" if status == "exited" else ""
+        restarts = int(info.get("RestartCount", 0))
+        return RankState(target.name, ctx, info.get("Name", name).lstrip("/"), status,
+                         detail + (f" after {restarts} restart(s)" if restarts else ""), restarts,
+                         (st.get("Health") or {}).get("Status", "-"),
+                         _since(st.get("StartedAt")) if status == "running" else "-")
 
     results = each(dep.targets, state)
     return [r if isinstance(r, RankState) else RankState(t.name, t.node.context, "-", "unreachable", str(r))
@@ -195,6 +191,23 @@ def _get(url: str) -> bytes | None:
             return response.read() if response.status == 200 else None
     except (urllib.error.URLError, OSError, ValueError):
         return None
+
+
+def _since(started: str | None) -> str:
+    """Docker's StartedAt (RFC 3339, nanoseconds) as an uptime: 3d 4h, 2h 5m, 7m 12s, 40s."""
+    try:
+        moment = datetime.fromisoformat((started or "")[:19]).replace(tzinfo=timezone.utc)
+    except ValueError:
+        return "-"
+    if moment.year < 2000:  # docker's zero time: never started
+        return "-"
+    seconds = max(0, int((datetime.now(timezone.utc) - moment).total_seconds()))
+    days, rest = divmod(seconds, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, seconds = divmod(rest, 60)
+    parts = [(days, "d"), (hours, "h"), (minutes, "m"), (seconds, "s")]
+    shown = [f"{n}{unit}" for n, unit in parts if n]
+    return " ".join(shown[:2]) or "0s"
 
 
 def _model_ids(body: bytes) -> set[str]:

@@ -137,8 +137,11 @@ def stack_states(dep: Deployment, manager: Node) -> list[RankState]:
         failures = sum(1 for t in tasks
                        if t.get("Error") or t.get("CurrentState", "").startswith(("Failed", "Rejected")))
         shown = {"running": "running", "failed": "exited", "rejected": "exited", "complete": "exited"}.get(state, state)
+        current_state = task.get("CurrentState", "")  # "Running 5 minutes ago"
+        uptime = current_state.split(" ", 1)[1].removesuffix(" ago") if shown == "running" and " " in current_state \
+            else "-"
         rows.append(RankState(target.name, manager.context, task.get("Name", service), shown,
-                              task.get("Error") or task.get("CurrentState", ""), failures))
+                              task.get("Error") or current_state, failures, uptime=uptime))
     return rows
 
 
