@@ -272,3 +272,17 @@ def test_contexts_shows_who_answers_and_creates_the_missing_ones(tmp_path: Path,
         assert "spark2" in made.stdout and "no:" in made.stdout
     finally:
         subprocess.run(["docker", "context", "rm", "-f", missing], env=lab.env, capture_output=True)
+
+
+def test_preflight_catches_a_memlock_the_node_cannot_give(project, clean_lab: Lab):
+    """The real Sparks' memlock = -1, on a host whose hard limit is 8 MiB (this sandbox): refused before start."""
+    lab = clean_lab
+    root = project({"locked": vllm_recipe(2)})
+    cluster = root / "cluster.toml"
+    cluster.write_text(cluster.read_text().replace(f"memlock = {LAB_MEMLOCK}", "memlock = -1"))
+    run(lab, root, "build", check=True)
+    up = run(lab, root, "up", "locked", "--timeout", "30")
+    assert up.returncode == 1
+    assert "spark1: preflight: ulimits cannot be applied (memlock=-1)" in up.stderr
+    assert "nothing was started" in up.stderr
+    assert all(containers(lab, n, "locked") == [] for n in lab.nodes)

@@ -97,33 +97,18 @@ def _other_recipes(target: Target) -> set[str]:
 
 
 def _trial_run(target: Target) -> str | None:
-    """Create the rank's container shape (GPU request, ulimits, devices, read-only mounts, the HF cache) and run
-    only a look for the model in it: what would fail at `up` fails here, in a second, before any rank starts."""
+    """Run the rank's own compose service (its GPU request, ulimits, shm, devices, mounts: the very file `up`
+    starts) with only a look for the model as its command: what would fail at `up` fails here, in a second,
+    before any rank starts. Compose creates the read-write mount folders, as it will at `up` (and as a Swarm
+    service, which never creates them, needs)."""
     plan = target.plan
-    args = ["run", "--rm", "--network", "none", "--entrypoint", "sh",
-            "--ulimit", f"memlock={plan.ulimits.memlock}:{plan.ulimits.memlock}",
-            "--ulimit", f"stack={plan.ulimits.stack}:{plan.ulimits.stack}", "--shm-size", plan.shm_size]
-    if plan.gpu == "nvidia":
-        args += ["--gpus", "all"]
-    elif plan.gpu == "cdi":
-        args += ["--device", "nvidia.com/gpu=all"]
-    if plan.rdma:
-        args += ["--cap-add", "IPC_LOCK", "--device", "/dev/infiniband:/dev/infiniband"]
-    for i, volume in enumerate(plan.volumes):
-        if volume.target == HF_CACHE_IN_CONTAINER:
-            args += ["--mount", f"type=bind,source={volume.source},target={volume.target},readonly"]
-        elif volume.read_only:
-            args += ["--mount", f"type=bind,source={volume.source},target=/recipegen-check/{i},readonly"]
-        elif ":" not in volume.source:
-            # -v creates a missing host folder, as compose's create_host_path does; Swarm services never do,
-            # so creating it here lets the same node run the stack too.
-            args += ["--volume", f"{volume.source}:/recipegen-check/{i}"]
     try:
-        target.docker.run(*args, plan.image, "-c", _MODEL_CHECK, "sh", model_dir(target.plan.model), timeout=120)
+        target.docker.compose(str(target.compose_file), "run", "--rm", "--no-deps", "-T", "--entrypoint", "sh",
+                              "engine", "-c", _MODEL_CHECK, "sh", model_dir(plan.model),
+                              project=f"{plan.recipe_id}-preflight", timeout=180)
     except DockerError as exc:
         if exc.returncode == MODEL_MISSING:
-            return (f"model {target.plan.model} is not in this node's Hugging Face cache: looked in "
-                    f"{_host_model_dir(target)}")
+            return f"model {plan.model} is not in this node's Hugging Face cache: looked in {_host_model_dir(target)}"
         return _explain_trial(exc.stderr or exc.stdout, target)
     return None
 
