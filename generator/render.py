@@ -16,8 +16,8 @@ from typing import Callable
 import jinja2
 
 from generator.diagnostics import Diagnostic, RecipegenError
-from generator.resources import read_data
 from generator.plan import RecipePlan, shm_bytes
+from generator.resources import read_data
 
 # Characters YAML forbids or treats as line breaks inside a double-quoted scalar (json.dumps leaves them as is).
 _YAML_UNSAFE = re.compile("[\x7f-\x9f\u2028\u2029\ufeff\ufffe\uffff]")
@@ -28,7 +28,7 @@ _SINGLE_QUOTABLE = re.compile("[^\x00-\x1f\x7f-\x9f\u2028\u2029\ufeff\ufffe\ufff
 
 
 class Raw(str):
-    """Template-made text that is already valid YAML (never a user value)."""
+    """Template-made text already valid where it goes (YAML here, TOML for the probe): never a user value."""
 
 
 _PLAIN_SCALAR = re.compile(r"[A-Za-z0-9_./:,=+@%-]*")  # used with fullmatch: `$` would allow a final newline
