@@ -135,6 +135,12 @@ def _mount_target(recipe, cluster):
             yield mount.origin, "extra_mounts", f"{mount.container} is {reserved[target]}; mount elsewhere"
 
 
+@rule("remove-unused", WARNING, "remove_args / remove_env naming what no parent sets")
+def _remove_unused(recipe, cluster):
+    for origin, key, name in recipe.unused_removals:
+        yield origin, key, f"'{name}' is not set by any parent recipe: nothing to remove (a typo?)"
+
+
 @rule("duplicate-flag", WARNING, "the same flag given twice (the engine silently keeps one)")
 def _duplicate_flag(recipe, cluster):
     seen: dict[str, FlagGroup] = {}

@@ -106,6 +106,7 @@ class Recipe:
     mounts: tuple[Mount, ...]
     env: dict[str, str]
     pass_env: tuple[str, ...] = ()  # names taken from the deploying environment, never written out
+    unused_removals: tuple[tuple[Origin, str, str], ...] = ()  # (where, "remove_args"/"remove_env", what)
     origins: dict[str, Origin] = field(default_factory=dict)  # top-level key -> where it was set
     env_origins: dict[str, Origin] = field(default_factory=dict)
     documents: tuple[TomlDocument, ...] = ()  # this recipe first, then its parents

@@ -10,7 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from generator.argwords import merge_args, split_words
+from generator.argwords import flag_name, group_flags, merge_args, split_words
 from generator.diagnostics import Diagnostic, RecipegenError
 from generator.model import (DEFAULT, ENGINE_DEFAULT_ENTRYPOINT, RECIPE_ID, RECIPE_SCALARS, Cluster, Mount, Node,
                              Origin, Recipe,
@@ -52,6 +52,7 @@ def load_recipe(path: str | Path, recipes_dir: Path | None = None) -> Recipe:
     mounts: dict[str, Mount] = {}
     pass_env: dict[str, None] = {}
     image_dir_base = path.parent
+    unused: list[tuple[Origin, str, str]] = []  # remove_args / remove_env naming what no parent has
     args: tuple = ()
     for depth, doc in enumerate(reversed(chain)):  # root parent first, the child last
         layer = "recipe" if depth == len(chain) - 1 else f"parent recipe {doc.path.parent.name}"
@@ -64,7 +65,9 @@ def load_recipe(path: str | Path, recipes_dir: Path | None = None) -> Recipe:
             if key in data:
                 values[key] = data[key]
                 origins[key] = origin(key)
-        for name in data.get("remove_env", []):
+        for i, name in enumerate(data.get("remove_env", [])):
+            if name not in env:
+                unused.append((doc.origin(layer, ("remove_env", i), value=True), "remove_env", name))
             env.pop(name, None)
             env_origins.pop(name, None)
         for name, value in data.get("env", {}).items():
@@ -80,6 +83,10 @@ def load_recipe(path: str | Path, recipes_dir: Path | None = None) -> Recipe:
             mounts[posixpath.normpath(m["container"])] = Mount(m["host"], m["container"], m.get("read_only", False),
                                                                origin("extra_mounts", i))
         if "args" in data or "remove_args" in data:
+            inherited = {g.flag for g in group_flags(args)}
+            unused += [(doc.origin(layer, ("remove_args", i), value=True), "remove_args", flag)
+                       for i, flag in enumerate(data.get("remove_args", []))
+                       if (flag_name(flag) or flag) not in inherited]
             words = split_words(doc, data.get("args", []), layer)
             args = merge_args(args, words, set(data.get("remove_args", [])))
             origins["args"] = origin("args") if "args" in data else origins.get("args", DEFAULT)
@@ -110,7 +117,8 @@ def load_recipe(path: str | Path, recipes_dir: Path | None = None) -> Recipe:
         tensor_parallel_size=get("tensor_parallel_size"),
         pipeline_parallel_size=get("pipeline_parallel_size"), distributed_backend=get("distributed_backend"),
         shm_size=get("shm_size"), entrypoint=tuple(entrypoint), args=args,
-        mounts=tuple(mounts.values()), env=env, pass_env=tuple(pass_env), origins=origins,
+        mounts=tuple(mounts.values()), env=env, pass_env=tuple(pass_env), unused_removals=tuple(unused),
+        origins=origins,
         env_origins=env_origins, documents=tuple(chain))
 
 

@@ -87,6 +87,7 @@ CASES = [
     Bad("secret", ERROR, 11, "args", ("looks like a secret", HOW_TO_PASS), "bad-args"),  # sk-... inside args
     Bad("pass-env", ERROR, 7, "pass_env", ("'NCCL_SOCKET_IFNAME'", "also has a value")),
     Bad("mount-target", ERROR, 10, "extra_mounts", ("/root/.cache/huggingface/", "Hugging Face cache")),
+    Bad("remove-unused", WARNING, 3, "remove_args", ("'--enforce-eagre'", "not set by any parent")),
 ]
 RULE_IDS = [r.id for r in RULES]
 
