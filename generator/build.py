@@ -103,12 +103,13 @@ def compile_one(path: Path, cluster: Cluster, root: Path, out_dir: Path,
     return plan, files, findings
 
 
-def load_default_cluster(path: Path) -> Cluster:
-    """The cluster, refused with its findings when one of them is an error (a secret would reach out/)."""
+def load_checked_cluster(path: Path) -> tuple[Cluster, list[Diagnostic]]:
+    """The cluster and its lint warnings; refused with its findings when one is an error (a secret would
+    reach out/)."""
     if not path.exists():
         raise RecipegenError(Diagnostic(str(path), None, None, None, "cluster file not found (use --cluster PATH)"))
     cluster = load_cluster(path)
     findings = lint_cluster(cluster.document)
     if any(f.is_error for f in findings):
         raise RecipegenError(findings)
-    return cluster
+    return cluster, findings

@@ -8,11 +8,17 @@ from __future__ import annotations
 
 import os
 import sys
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from generator.diagnostics import Diagnostic, ExternalError, RecipegenError
+
+if TYPE_CHECKING:
+    from generator.model import Cluster
+    from generator.project import Project
 
 
 def _print(diagnostics: list[Diagnostic]) -> None:
@@ -49,6 +55,25 @@ def main() -> None:
     """Compile LLM-serving recipes into Docker Compose / Swarm stacks for DGX Spark clusters, and deploy them."""
 
 
+@dataclass(frozen=True)
+class Inputs:
+    """What every command starts from: the project, its cluster (with lint warnings) and the output folder."""
+
+    project: "Project"
+    cluster: "Cluster"
+    cluster_warnings: list[Diagnostic]
+    out: Path
+
+
+def inputs(cluster_path: Path | None, out_dir: Path | None = None) -> Inputs:
+    from generator.build import load_checked_cluster
+    from generator.project import Project
+
+    project = Project.find()
+    cluster, warnings = load_checked_cluster(cluster_path or project.default_cluster)
+    return Inputs(project, cluster, warnings, out_dir or project.default_out)
+
+
 cluster_option = click.option("--cluster", "cluster_path", type=click.Path(path_type=Path),
                               help="Cluster file (default: cluster.toml of the project).")
 
@@ -61,21 +86,17 @@ cluster_option = click.option("--cluster", "cluster_path", type=click.Path(path_
 @click.option("--strict", is_flag=True, help="Lint warnings fail the build too.")
 def build(recipes: tuple[str, ...], cluster_path: Path | None, out_dir: Path | None, check: bool, strict: bool) -> None:
     """Compile RECIPES (recipe.toml files, their folders or ids; none = every recipe under recipes/)."""
-    from generator.build import compile_recipes, load_default_cluster
-    from generator.lint import lint_cluster
+    from generator.build import compile_recipes
     from generator.output import Stager, differences
-    from generator.project import Project
 
-    project = Project.find()
+    given = inputs(cluster_path, out_dir)
+    project, cluster, out = given.project, given.cluster, given.out
     paths = project.recipe_paths(recipes)
     if not paths:
         raise RecipegenError(Diagnostic(str(project.recipes_dir), None, None, None, "no recipes to build"))
-    out = out_dir or project.default_out
     project.check_out_dir(out)
-    cluster = load_default_cluster(cluster_path or project.default_cluster)
-    cluster_warnings = lint_cluster(cluster.document)  # errors already refused the cluster
-    _print(cluster_warnings)
-    if strict and cluster_warnings:
+    _print(given.cluster_warnings)
+    if strict and given.cluster_warnings:
         sys.exit(1)
     prune = not recipes
     if not check:
@@ -136,13 +157,11 @@ def schema(out_dir: Path | None) -> None:
         click.echo(str(target))
 
 
-def _plan(recipe: str, cluster_path: Path | None):
-    from generator.build import compile_one, load_default_cluster
-    from generator.project import Project
+def compile_recipe(recipe: str, given: Inputs):
+    """RECIPE compiled for the given cluster and out/: (plan, files, findings)."""
+    from generator.build import compile_one
 
-    project = Project.find()
-    cluster = load_default_cluster(cluster_path or project.default_cluster)
-    return compile_one(project.recipe_path(recipe), cluster, project.root, project.default_out)
+    return compile_one(given.project.recipe_path(recipe), given.cluster, given.project.root, given.out)
 
 
 @main.command()
@@ -153,7 +172,7 @@ def explain(recipe: str, cluster_path: Path | None, node_name: str | None) -> No
     """Show the resolved RECIPE and each node's exact command and environment, with where each value came from."""
     from generator.explain import explain as explain_plan
 
-    plan, _, warnings = _plan(recipe, cluster_path)
+    plan, _, warnings = compile_recipe(recipe, inputs(cluster_path))
     if node_name and node_name not in {n.node.name for n in plan.nodes}:
         raise click.BadParameter(f"'{node_name}' is not one of the recipe's nodes: "
                                  f"{', '.join(n.node.name for n in plan.nodes)}", param_hint="--node")
@@ -174,29 +193,25 @@ def explain(recipe: str, cluster_path: Path | None, node_name: str | None) -> No
 @click.option("--exit-code", is_flag=True, help="Exit 1 when there are changes (like git diff --exit-code).")
 def diff(recipes: tuple[str, ...], cluster_path: Path | None, out_dir: Path | None, exit_code: bool) -> None:
     """Show what a rebuild would change in out/, per node, as a unified diff."""
-    from generator.diagnostics import display_path
-
     import difflib
 
-    from generator.build import compile_recipes, load_default_cluster
+    from generator.build import compile_recipes
+    from generator.diagnostics import display_path
     from generator.output import differences
-    from generator.project import Project
 
-    project = Project.find()
-    paths = project.recipe_paths(recipes)
-    out = out_dir or project.default_out
-    cluster = load_default_cluster(cluster_path or project.default_cluster)
-    result = compile_recipes(paths, cluster, project.root, out)
+    given = inputs(cluster_path, out_dir)
+    out = given.out
+    result = compile_recipes(given.project.recipe_paths(recipes), given.cluster, given.project.root, out)
     diffs = differences(out, result.files, result.recipe_ids, prune=not recipes)
     for d in diffs:
+        shown = display_path(out / d.path)
+        if d.kind == "stale" and d.path.endswith("/"):
+            click.echo(f"--- {shown}/ (would be removed: no such recipe)")
+            continue
         on_disk = out / d.path
         old = (on_disk.read_bytes().decode("utf-8", "replace").splitlines(True)
                if d.kind != "missing" and on_disk.is_file() else [])
         new = result.files.get(d.path, "").splitlines(True)
-        if d.kind == "stale" and d.path.endswith("/"):
-            click.echo(f"--- {display_path(out / d.path)}/ (would be removed: no such recipe)")
-            continue
-        shown = display_path(out / d.path)
         click.echo("".join(difflib.unified_diff(old, new, f"a/{shown}", f"b/{shown}")), nl=False)
     if not diffs:
         click.echo(f"{display_path(out)}: no changes")

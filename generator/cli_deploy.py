@@ -11,23 +11,19 @@ from pathlib import Path
 
 import click
 
-from generator.cli import cluster_option, main
+from generator.cli import cluster_option, compile_recipe, inputs, main
 
 
 def _deployment(recipe: str, cluster_path: Path | None, out_dir: Path | None, fresh: bool = True):
     """The recipe's deployment: compiled now and checked against out/ (up, images), or read from out/ alone
     (down, ps, logs: a recipe that no longer compiles can still be watched and stopped)."""
-    from generator.build import compile_one, load_default_cluster
     from generator.deploy.targets import deployment, deployment_from_out
-    from generator.project import Project
 
-    project = Project.find()
-    out = out_dir or project.default_out
-    cluster = load_default_cluster(cluster_path or project.default_cluster)
+    given = inputs(cluster_path, out_dir)
     if not fresh:
-        return deployment_from_out(project.recipe_id(recipe), cluster, out)
-    plan, files, _ = compile_one(project.recipe_path(recipe), cluster, project.root, out)
-    return deployment(plan, files, out)
+        return deployment_from_out(given.project.recipe_id(recipe), given.cluster, given.out)
+    plan, files, _ = compile_recipe(recipe, given)
+    return deployment(plan, files, given.out)
 
 
 def _manager(dep):
@@ -223,11 +219,9 @@ def images(recipe: str, cluster_path: Path | None, out_dir: Path | None) -> None
 @click.option("--create", is_flag=True, help="Create the missing contexts as ssh://user@ssh_host.")
 def contexts(cluster_path: Path | None, create: bool) -> None:
     """Each node's Docker context and whether it answers."""
-    from generator.build import load_default_cluster
     from generator.deploy.contexts import check_contexts
-    from generator.project import Project
 
-    cluster = load_default_cluster(cluster_path or Project.find().default_cluster)
+    cluster = inputs(cluster_path).cluster
     rows = check_contexts(cluster, create)
     _table(f"cluster {cluster.name}", ["node", "context", "endpoint", "answers"],
            [[r.node, r.context, r.endpoint or "-", r.answer] for r in rows])
@@ -245,12 +239,10 @@ def swarm() -> None:
 @click.option("--init", is_flag=True, help="Create the swarm on the first node and join the others when missing.")
 def swarm_setup(cluster_path: Path | None, init: bool) -> None:
     """Label each node with its cluster name (placement), check it advertises an NVIDIA_GPU resource. Idempotent."""
-    from generator.build import load_default_cluster
     from generator.deploy.swarm import setup
     from generator.diagnostics import Diagnostic, RecipegenError
-    from generator.project import Project
 
-    cluster = load_default_cluster(cluster_path or Project.find().default_cluster)
+    cluster = inputs(cluster_path).cluster
     try:
         rows = setup(cluster, init)
     except LookupError as exc:
@@ -346,13 +338,11 @@ def cluster_probe(contexts: tuple[str, ...], write_path: Path | None, force: boo
 def doctor(cluster_path: Path | None, image: str | None, timeout: float, no_reach: bool) -> None:
     """Check the cluster file against the live nodes: contexts, fabric interfaces and addresses, subnet,
     reachability, GPU runtime, memlock. Exit 1 when any finding is an error."""
-    from generator.build import load_default_cluster
     from rich.markup import escape
 
     from generator.doctor import ERROR, OK, WARNING, doctor as run_doctor
-    from generator.project import Project
 
-    cluster = load_default_cluster(cluster_path or Project.find().default_cluster)
+    cluster = inputs(cluster_path).cluster
     findings = run_doctor(cluster, image=image, timeout=timeout, reach=not no_reach)
     order = {n.name: i for i, n in enumerate(cluster.nodes)}
     findings.sort(key=lambda f: (order.get(f.node, len(order)), {ERROR: 0, WARNING: 1, OK: 2}[f.level]))
