@@ -15,7 +15,7 @@ from typing import Callable, Iterator
 from generator.argwords import FlagGroup, json_problem
 from generator.diagnostics import Diagnostic, Severity
 from generator.engines import OWNED_ENV, OWNED_FLAGS
-from generator.model import HF_CACHE_IN_CONTAINER, Cluster, Origin, Recipe
+from generator.model import HF_CACHE_IN_CONTAINER, Cluster, NodeChoiceError, Origin, Recipe
 from generator.tomldoc import TomlDocument
 
 ERROR, WARNING = Severity.ERROR, Severity.WARNING
@@ -172,9 +172,8 @@ def _too_many_nodes(recipe, cluster):
         return
     try:
         cluster.nodes_for(recipe)
-    except LookupError as exc:
-        key = "nodes" if recipe.nodes is not None else "required_nodes"
-        yield recipe.origins[key], key, str(exc)
+    except NodeChoiceError as exc:
+        yield recipe.origins[exc.key], exc.key, str(exc)
 
 
 @rule("sglang-backend", ERROR, "SGLang wires its ranks itself; the ray backend is vLLM's")

@@ -149,6 +149,14 @@ class Node:
         return path
 
 
+class NodeChoiceError(LookupError):
+    """The cluster cannot give a recipe its nodes; `key` is the recipe key to point at."""
+
+    def __init__(self, key: str, message: str):
+        super().__init__(message)
+        self.key = key
+
+
 @dataclass
 class Cluster:
     name: str
@@ -169,17 +177,18 @@ class Cluster:
     pass_env: tuple[str, ...] = ()
 
     def nodes_for(self, recipe: "Recipe") -> tuple[Node, ...]:
-        """The nodes a recipe runs on, head first; LookupError says why there are none."""
+        """The nodes a recipe runs on, head first; NodeChoiceError says why there are none."""
         if recipe.nodes is None:
             if recipe.required_nodes > len(self.nodes):
-                raise LookupError(f"needs {recipe.required_nodes} nodes but cluster '{self.name}' "
-                                  f"has {len(self.nodes)}")
+                raise NodeChoiceError("required_nodes", f"needs {recipe.required_nodes} nodes but cluster "
+                                                        f"'{self.name}' has {len(self.nodes)}")
             return self.nodes[: recipe.required_nodes]
         if len(recipe.nodes) != recipe.required_nodes:
-            raise LookupError(f"names {len(recipe.nodes)} node(s) but required_nodes is {recipe.required_nodes}")
+            raise NodeChoiceError("nodes", f"names {len(recipe.nodes)} node(s) but required_nodes is "
+                                           f"{recipe.required_nodes}")
         known = {n.name: n for n in self.nodes}
         missing = [name for name in recipe.nodes if name not in known]
         if missing:
-            raise LookupError(f"cluster '{self.name}' has no node {', '.join(map(repr, missing))} "
+            raise NodeChoiceError("nodes", f"cluster '{self.name}' has no node {', '.join(map(repr, missing))} "
                               f"(it has {', '.join(known)})")
         return tuple(known[name] for name in recipe.nodes)

@@ -12,7 +12,8 @@ from pathlib import Path
 
 from generator.diagnostics import RecipegenError
 from generator.engines import OWNED_ENV, rank_command, rank_env, serve_port, served_model_name
-from generator.model import COMPILER, DEFAULT, RECIPE_SCALARS, HF_CACHE_IN_CONTAINER, Arg, Cluster, Node, Origin, Recipe, Ulimits
+from generator.model import (COMPILER, DEFAULT, HF_CACHE_IN_CONTAINER, RECIPE_SCALARS, Arg, Cluster, Node,
+                             NodeChoiceError, Origin, Recipe, Ulimits)
 
 LABEL_PREFIX = "dev.recipegen"
 RESTART_ATTEMPTS = 3  # a rank whose peers are gone must not restart forever
@@ -97,9 +98,8 @@ def shm_bytes(size: str) -> int:
 def plan_recipe(recipe: Recipe, cluster: Cluster, project_root: Path, out_dir: Path) -> RecipePlan:
     try:
         chosen = cluster.nodes_for(recipe)
-    except LookupError as exc:
-        key = "nodes" if recipe.nodes is not None else "required_nodes"
-        raise RecipegenError(recipe.document.diagnostic((key,), str(exc))) from None
+    except NodeChoiceError as exc:
+        raise RecipegenError(recipe.document.diagnostic((exc.key,), str(exc))) from None
     digest = input_hash(recipe, cluster, chosen)
     nodes = tuple(_plan_node(recipe, cluster, chosen, rank, digest, project_root, out_dir)
                   for rank in range(len(chosen)))
