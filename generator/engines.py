@@ -5,10 +5,11 @@ One place knows vLLM's and SGLang's flag spellings; the planner, the lint rules 
 
 from __future__ import annotations
 
-import shlex
+import json
 from dataclasses import dataclass
 
-from generator.model import ENGINE_DEFAULT_PORT, Cluster, Node, Recipe
+from generator.argwords import merge_args
+from generator.model import ENGINE_DEFAULT_PORT, Arg, Cluster, Node, Recipe
 
 # Flags the compiler writes itself (all spellings the engine accepts); a recipe setting one is an error.
 OWNED_FLAGS = {
@@ -36,16 +37,27 @@ OWNED_FLAGS = {
         "--node-rank": "the compiler gives each node its rank",
     },
 }
+# `ray start` options the compiler writes itself (the head's port and address, each node's own address).
+OWNED_RAY_FLAGS = {
+    "--head": "the compiler starts the head on the first node",
+    "--address": "workers join the head's fabric address from the cluster",
+    "--port": "set `ray_port` in the cluster",
+    "--node-ip-address": "each node's fabric address comes from the cluster",
+    "--block": "the compiler decides which `ray start` blocks",
+}
 # Environment the compiler sets per rank.
-OWNED_ENV = ("VLLM_HOST_IP", "MASTER_ADDR", "MASTER_PORT")
+OWNED_ENV = ("VLLM_HOST_IP", "MASTER_ADDR", "MASTER_PORT", "RAY_NODE_IP_ADDRESS", "RAY_OVERRIDE_NODE_IP_ADDRESS")
+RAY_ENV = ("RAY_NODE_IP_ADDRESS", "RAY_OVERRIDE_NODE_IP_ADDRESS")  # of OWNED_ENV, set only on Ray ranks
 
 
 @dataclass(frozen=True)
 class RankCommand:
-    """The argv a rank runs; `compiler_words` are the words the compiler added (for `explain`)."""
+    """The argv a rank runs; `compiler_words` are the words the compiler added (for `explain`).
+    `ray_head` is the `ray start --head` a Ray head runs before the engine (and waits for its workers)."""
 
     argv: tuple[str, ...]
     compiler_words: frozenset[int]
+    ray_head: tuple[str, ...] | None = None
 
 
 def flag_value(recipe: Recipe, *names: str) -> str | None:
@@ -66,6 +78,30 @@ def served_model_name(recipe: Recipe) -> str:
     return flag_value(recipe, "--served-model-name") or recipe.model
 
 
+# Flags naming a draft model that must be on every node too: vLLM's JSON config (and its older flag), SGLang's.
+_DRAFT_MODEL_FLAGS = ("--speculative-model", "--speculative-draft-model-path", "--speculative-draft")
+
+
+def draft_models(recipe: Recipe) -> tuple[str, ...]:
+    """Models speculative decoding loads beside the main one (a draft model, an EAGLE head), each named once.
+    MTP and n-gram configs name none (`method` without `model`, or a model equal to the main one)."""
+    found: list[str] = []
+    for group in recipe.flag_groups:
+        if not group.values:
+            continue
+        if group.flag == "--speculative-config":
+            try:
+                config = json.loads(group.values[0])
+            except ValueError:
+                continue  # the bad-json rule reports it
+            model = config.get("model") if isinstance(config, dict) else None
+            if isinstance(model, str) and model:
+                found.append(model)
+        elif group.flag in _DRAFT_MODEL_FLAGS:
+            found.append(group.values[0])
+    return tuple(m for m in dict.fromkeys(found) if m != recipe.model)
+
+
 def rank_command(recipe: Recipe, cluster: Cluster, nodes: tuple[Node, ...], rank: int) -> RankCommand:
     head, node = nodes[0], nodes[rank]
     multi = recipe.required_nodes > 1
@@ -84,19 +120,25 @@ def rank_command(recipe: Recipe, cluster: Cluster, nodes: tuple[Node, ...], rank
     return _assemble(recipe.entrypoint, owned, user)
 
 
-def _vllm_ray(recipe, cluster, rank, head, node, multi, user) -> RankCommand:
+def ray_options(recipe: Recipe, cluster: Cluster) -> tuple[Arg, ...]:
+    """The cluster's `ray_args` with the recipe's over them, flag by flag."""
+    return merge_args(cluster.ray_args, recipe.ray_args, set())
+
+
+def _vllm_ray(recipe: Recipe, cluster: Cluster, rank: int, head: Node, node: Node, multi: bool,
+              user: list[str]) -> RankCommand:
     serve = [recipe.model, "--tensor-parallel-size", str(recipe.tensor_parallel_size),
              "--pipeline-parallel-size", str(recipe.pipeline_parallel_size), "--distributed-executor-backend", "ray"]
     if not multi:  # vLLM starts a local Ray by itself
         return _assemble(recipe.entrypoint, serve, user)
+    options = tuple(a.word for a in ray_options(recipe, cluster))
     if rank > 0:
         join = ("ray", "start", "--block", f"--address={head.address}:{cluster.ray_port}",
-                f"--node-ip-address={node.address}")
+                f"--node-ip-address={node.address}", *options)
         return RankCommand(join, frozenset(range(len(join))))
-    start = shlex.join(["ray", "start", "--head", f"--port={cluster.ray_port}", f"--node-ip-address={head.address}"])
-    engine = shlex.join([*recipe.entrypoint, *serve, *user])
-    argv = ("sh", "-c", f"{start} && exec {engine}")
-    return RankCommand(argv, frozenset(range(len(argv))))
+    start = ("ray", "start", "--head", f"--port={cluster.ray_port}", f"--node-ip-address={head.address}", *options)
+    engine = _assemble(recipe.entrypoint, serve, user)
+    return RankCommand(engine.argv, engine.compiler_words, ray_head=start)
 
 
 def _sglang(recipe, cluster, rank, head, multi, user) -> RankCommand:
@@ -126,4 +168,7 @@ def rank_env(recipe: Recipe, cluster: Cluster, nodes: tuple[Node, ...], rank: in
     if recipe.required_nodes > 1:
         env["MASTER_ADDR"] = nodes[0].address
         env["MASTER_PORT"] = str(cluster.master_port)
+        if recipe.engine == "vllm" and recipe.distributed_backend == "ray":
+            for name in RAY_ENV:  # Ray must register each node under its fabric address, not the first NIC's
+                env[name] = node.address
     return env

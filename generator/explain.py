@@ -26,6 +26,13 @@ def explain(plan: RecipePlan, node_name: str | None = None) -> list[tuple[str, l
                 if getattr(recipe, key) is not None]
     resolved += [Line(f"mount {m.host} -> {m.container}{' (ro)' if m.read_only else ''}", m.origin)
                  for m in recipe.mounts]
+    resolved += [Line(f"{key} = {_show(value)}", recipe.origins.get(key)) for key, value in recipe.container.items()]
+    resolved += [Line(f"setup = {_show(step.word)}", step.origin) for step in recipe.setup]
+    resolved += [Line(f"mod {mod.source} ({len(mod.files)} files)", mod.origin) for mod in recipe.mods]
+    if recipe.ray_args:
+        resolved.append(Line(f"ray_args = {_show(tuple(a.word for a in recipe.ray_args))}", recipe.origins.get("ray_args")))
+    resolved += [Line(f"build_args.{name} = {_show(value)}", recipe.origins.get("build_args"))
+                 for name, value in recipe.build_args.items()]
     sections = [(f"recipe {recipe.id} ({chain})", resolved)]
     for node in plan.nodes:
         if node_name is None or node.node.name == node_name:
@@ -44,6 +51,8 @@ def _node_section(plan: RecipePlan, node: NodePlan) -> tuple[str, list[Line]]:
             lines += [Line("  " + _quote(a.word), a.origin) for a in group.args]
         else:
             lines.append(Line("  " + " ".join(_quote(a.word) for a in group.args), group.args[0].origin))
+    if node.launch is not None:
+        lines += _launch_lines(node)
     lines.append(Line("environment:"))
     for var in node.env:
         note = "overrides " + ", ".join(o.layer for o in var.overrides) if var.overrides else ""
@@ -53,6 +62,21 @@ def _node_section(plan: RecipePlan, node: NodePlan) -> tuple[str, list[Line]]:
     lines.append(Line("volumes:"))
     lines += [Line(f"  {v.source} -> {v.target}{' (ro)' if v.read_only else ''}", v.origin) for v in node.volumes]
     return title, lines
+
+
+def _launch_lines(node: NodePlan) -> list[Line]:
+    """What the launcher runs before the command above, in order."""
+    launch = node.launch
+    lines = [Line("before the command (the launcher, in order):")]
+    lines += [Line(f"  setup: {step.word}", step.origin) for step in launch.setup]
+    lines += [Line(f"  mod {mod.name}: cd {mod.directory} && ./run.sh", mod.origin) for mod in launch.mods]
+    if launch.ray_head is not None:
+        lines.append(Line("  " + " ".join(_quote(w) for w in launch.ray_head.start), None, "compiler (Ray head)"))
+        workers = ", ".join(f"{name} ({address})" for name, address in launch.ray_head.workers)
+        lines.append(Line(f"  wait up to {launch.ray_head.join_timeout_s}s for Ray workers: {workers}", None,
+                          "compiler"))
+    lines += [Line(f"  file {f.path}", None, f.about) for f in node.files]
+    return lines
 
 
 def _show(value: object) -> str:

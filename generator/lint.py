@@ -12,9 +12,9 @@ import re
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
-from generator.argwords import FlagGroup, json_problem
+from generator.argwords import FlagGroup, group_flags, json_problem
 from generator.diagnostics import Diagnostic, Severity
-from generator.engines import OWNED_ENV, OWNED_FLAGS
+from generator.engines import OWNED_ENV, OWNED_FLAGS, OWNED_RAY_FLAGS
 from generator.model import HF_CACHE_IN_CONTAINER, Cluster, NodeChoiceError, Origin, Recipe
 from generator.tomldoc import TomlDocument
 
@@ -89,6 +89,10 @@ def _owned_flag(recipe, cluster):
     for group in _flags(recipe):
         if group.flag in owned:
             yield group.args[0].origin, "args", f"'{group.flag}' is set by the compiler: {owned[group.flag]}"
+    for group in group_flags(recipe.ray_args):
+        if group.flag in OWNED_RAY_FLAGS:
+            yield (group.args[0].origin, "ray_args",
+                   f"'{group.flag}' is set by the compiler: {OWNED_RAY_FLAGS[group.flag]}")
     words = recipe.flag_groups
     if words and words[0].flag is None:
         yield (words[0].args[0].origin, "args", f"'{words[0].args[0].word}' is not a flag: positional arguments are "
@@ -152,17 +156,28 @@ def _duplicate_flag(recipe, cluster):
             seen[group.flag] = group
 
 
-@rule("parallel-size", ERROR, "tensor x pipeline parallel size must equal the GPUs of the nodes used")
+# Data parallel replicas multiply the ranks: vLLM's and SGLang's spellings.
+DATA_PARALLEL_FLAGS = {"vllm": ("--data-parallel-size", "-dp"), "sglang": ("--dp", "--dp-size", "--data-parallel-size")}
+
+
+@rule("parallel-size", ERROR, "tensor x pipeline (x data) parallel size must equal the GPUs of the nodes used")
 def _parallel_size(recipe, cluster):
     gpus_per_node = cluster.gpus_per_node if cluster else 1
     world = recipe.tensor_parallel_size * recipe.pipeline_parallel_size
+    dp_group = next((g for g in reversed(_flags(recipe)) if g.flag in DATA_PARALLEL_FLAGS[recipe.engine]), None)
+    dp = _number(dp_group)
+    if dp is not None and dp >= 1 and dp == int(dp):
+        world *= int(dp)
     gpus = recipe.required_nodes * gpus_per_node
     if world != gpus:
         keys = ("tensor_parallel_size", "pipeline_parallel_size", "required_nodes")
         candidates = [recipe.origins.get(k) for k in keys]
         origin = next((o for o in candidates if o is not None and o.file), recipe.document.origin("recipe", ()))
+        product = "tensor_parallel_size x pipeline_parallel_size"
+        if dp_group is not None:
+            product += f" x {dp_group.flag}"
         yield (origin, "tensor_parallel_size",
-               f"tensor_parallel_size x pipeline_parallel_size = {world}, but {recipe.required_nodes} node(s) x "
+               f"{product} = {world}, but {recipe.required_nodes} node(s) x "
                f"{gpus_per_node} GPU = {gpus}: every GPU of the nodes used must hold a rank")
 
 
@@ -200,15 +215,29 @@ def _cudagraph_capture(recipe, cluster):
                f"{seqs.values[0]} x {k + 1} = {want} with num_speculative_tokens = {k}")
 
 
-@rule("gpu-memory", ERROR, "--gpu-memory-utilization above the cluster's ceiling (unified memory)")
-def _gpu_memory(recipe, cluster):
+def _memory_fraction(recipe: Recipe) -> tuple[FlagGroup | None, float | None]:
     group = _last(recipe, "--gpu-memory-utilization") or _last(recipe, "--mem-fraction-static")
-    value = _number(group)
+    return group, _number(group)
+
+
+@rule("gpu-memory", WARNING, "--gpu-memory-utilization above the cluster's ceiling (unified memory)")
+def _gpu_memory(recipe, cluster):
+    group, value = _memory_fraction(recipe)
     ceiling = cluster.gpu_memory_ceiling if cluster else 0.9
-    if value is not None and value > ceiling:
+    if value is not None and ceiling < value <= 1:
         yield (group.args[0].origin, "args",
                f"{group.flag} {value} is above the cluster's gpu_memory_ceiling {ceiling}: GB10 memory is unified, "
-               "the OS and page cache share it and the node dies under load")
+               "so the OS, the page cache and the weights' staging share what this leaves; under load the node can "
+               "stall or the engine be OOM-killed (known to work for some models: measure it)")
+
+
+@rule("gpu-memory-range", ERROR, "--gpu-memory-utilization / --mem-fraction-static outside (0, 1]")
+def _gpu_memory_range(recipe, cluster):
+    group, value = _memory_fraction(recipe)
+    if value is not None and not 0 < value <= 1:
+        yield (group.args[0].origin, "args",
+               f"{group.flag} {group.values[0]} is a fraction of the GPU's memory: the engine refuses values "
+               "outside (0, 1] at start-up")
 
 
 @rule("fabric-env", WARNING, "a recipe env var overriding the cluster's fabric variables")
@@ -217,7 +246,8 @@ def _fabric_env(recipe, cluster):
         return
     fabric = set(cluster.env) | {k for n in cluster.nodes for k in n.env}
     for name, value in recipe.env.items():
-        if FABRIC_ENV.match(name) and name in fabric:
+        same = all({**cluster.env, **n.env}.get(name) == value for n in cluster.nodes)
+        if FABRIC_ENV.match(name) and name in fabric and not same:  # restating the cluster's value is harmless
             yield (recipe.env_origins[name], f"env.{name}",
                    f"overrides the cluster's {name}: fabric variables belong to the cluster (per node where names "
                    "differ), or ranks end up on the wrong interface")

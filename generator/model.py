@@ -20,8 +20,11 @@ ENGINE_DEFAULT_ENTRYPOINT = {"vllm": ("vllm", "serve"), "sglang": ("python3", "-
 ENGINE_DEFAULT_PORT = {"vllm": 8000, "sglang": 30000}
 HF_CACHE_IN_CONTAINER = "/root/.cache/huggingface"
 # The recipe keys holding one value each (a child's value replaces its parent's), in the order explain shows them.
-RECIPE_SCALARS = ("engine", "name", "docker_image", "docker_image_dir", "model", "required_nodes", "nodes",
+RECIPE_SCALARS = ("engine", "name", "docker_image", "docker_image_dir", "dockerfile", "model", "required_nodes", "nodes",
                   "tensor_parallel_size", "pipeline_parallel_size", "distributed_backend", "shm_size", "entrypoint")
+# Container options a cluster sets as defaults and a recipe overrides, key by key (schema: both files).
+CONTAINER_KEYS = ("ipc", "memory_limit", "pids_limit", "container_user", "log_max_size", "log_max_files",
+                  "health_start_period")
 
 
 class Origin:
@@ -76,6 +79,38 @@ class Mount:
 
 
 @dataclass(frozen=True)
+class ModFile:
+    """One file of a mod folder, shipped inside the generated files (text only: it travels in YAML)."""
+
+    path: str  # relative to the mod folder, POSIX separators
+    text: str
+    executable: bool
+
+
+@dataclass(frozen=True)
+class Mod:
+    """A mod: a folder with `run.sh` and the files it uses, run in the container before the engine."""
+
+    name: str  # the folder's name: where it lands in the container
+    source: str  # the folder as the recipe names it
+    files: tuple[ModFile, ...]
+    origin: Origin
+
+
+@dataclass(frozen=True)
+class ContainerOptions:
+    """Container settings a cluster defaults and a recipe overrides; None means Docker's own default."""
+
+    ipc: str | None = None
+    memory_limit: str | None = None
+    pids_limit: int | None = None
+    container_user: str | None = None
+    log_max_size: str = "100m"  # "" leaves logging to the daemon's settings
+    log_max_files: int = 3
+    health_start_period: str = "30m"
+
+
+@dataclass(frozen=True)
 class Arg:
     """One shell word of `args`, with the array element it came from."""
 
@@ -105,6 +140,12 @@ class Recipe:
     args: tuple[Arg, ...]
     mounts: tuple[Mount, ...]
     env: dict[str, str]
+    dockerfile: str | None = None
+    build_args: dict[str, str] = field(default_factory=dict)
+    mods: tuple[Mod, ...] = ()
+    setup: tuple[Arg, ...] = ()  # each word is one shell command
+    ray_args: tuple[Arg, ...] = ()  # the recipe's own; the cluster's defaults are merged in at plan time
+    container: dict[str, object] = field(default_factory=dict)  # CONTAINER_KEYS the recipe (or a parent) sets
     pass_env: tuple[str, ...] = ()  # names taken from the deploying environment, never written out
     unused_removals: tuple[tuple[Origin, str, str], ...] = ()  # (where, "remove_args"/"remove_env", what)
     origins: dict[str, Origin] = field(default_factory=dict)  # top-level key -> where it was set
@@ -175,6 +216,9 @@ class Cluster:
     nodes: tuple[Node, ...]
     document: TomlDocument
     pass_env: tuple[str, ...] = ()
+    ray_args: tuple[Arg, ...] = ()
+    ray_join_timeout: str = "10m"
+    container: ContainerOptions = ContainerOptions()
 
     def nodes_for(self, recipe: "Recipe") -> tuple[Node, ...]:
         """The nodes a recipe runs on, head first; NodeChoiceError says why there are none."""

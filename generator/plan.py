@@ -4,19 +4,33 @@ the tests all read this object; nothing downstream re-derives a rank, an address
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
+import posixpath
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from generator.diagnostics import RecipegenError
-from generator.engines import OWNED_ENV, rank_command, rank_env, serve_port, served_model_name
-from generator.model import (COMPILER, DEFAULT, HF_CACHE_IN_CONTAINER, RECIPE_SCALARS, Arg, Cluster, Node,
-                             NodeChoiceError, Origin, Recipe, Ulimits)
+from generator.engines import (OWNED_ENV, draft_models, flag_value, rank_command, rank_env, serve_port,
+                               served_model_name)
+from generator.model import (COMPILER, CONTAINER_KEYS, DEFAULT, HF_CACHE_IN_CONTAINER, RECIPE_SCALARS, Arg, Cluster,
+                             ContainerOptions, Node, NodeChoiceError, Origin, Recipe, Ulimits)
 
 LABEL_PREFIX = "dev.recipegen"
 RESTART_ATTEMPTS = 3  # a rank whose peers are gone must not restart forever
+# Where recipegen's own files land in the engine container: the launcher and the mods.
+LAUNCHER_PATH = "/opt/recipegen/launch.sh"
+MODS_DIR = "/workspace/mods"  # where eugr and sparkrun put them: mods may rely on it
+# vLLM's Ray executor copies the driver's (head's) variables to every worker except the names this file lists
+# (vllm/ray/ray_env.py: RAY_NON_CARRY_OVER_ENV_VARS, read from VLLM_CONFIG_ROOT).
+NON_CARRY_OVER_FILE = "ray_non_carry_over_env_vars.json"
+# The healthcheck probe: python3 is in every vLLM, NGC and SGLang image (curl and wget often are not).
+HEALTH_PROBE = "import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=10)"
+HEALTH_INTERVAL = "15s"
+HEALTH_TIMEOUT = "15s"
+HEALTH_RETRIES = 4  # a minute of failures marks a serving head unhealthy; a busy one answers /health in time
 
 
 @dataclass(frozen=True)
@@ -36,11 +50,55 @@ class Volume:
 
 
 @dataclass(frozen=True)
+class ContainerFile:
+    """A file recipegen puts into the engine container (a mod's file, vLLM's Ray settings), carried inside the
+    generated compose file: nothing has to exist on the node beforehand."""
+
+    name: str  # its key among the compose file's configs
+    path: str  # absolute, in the container
+    text: str
+    executable: bool
+    about: str  # shown in the comment above it
+
+
+@dataclass(frozen=True)
+class ModRun:
+    name: str
+    directory: str  # in the container
+    origin: Origin
+
+
+@dataclass(frozen=True)
+class RayHead:
+    """The head of a Ray cluster: `ray start --head`, then wait until every worker joined, then the engine."""
+
+    start: tuple[str, ...]
+    join_timeout_s: int
+    workers: tuple[tuple[str, str], ...]  # (node name, fabric address) of every worker it waits for
+
+
+@dataclass(frozen=True)
+class Launch:
+    """What runs in the container before the engine: mods, then setup commands, then a Ray head's start."""
+
+    mods: tuple[ModRun, ...]
+    setup: tuple[Arg, ...]  # each word is one shell command
+    ray_head: RayHead | None
+
+
+@dataclass(frozen=True)
+class HealthCheck:
+    url: str
+    start_period: str
+
+
+@dataclass(frozen=True)
 class NodePlan:
     recipe_id: str
     node: Node
     rank: int
-    model: str  # what the rank loads: a Hugging Face id or a path in the container
+    model: str  # what the rank serves: a Hugging Face id or a path in the container
+    models: tuple[str, ...]  # every model it loads: `model`, then draft models (preflight looks for each)
     image: str
     build_context: str | None  # path relative to the compose file's folder
     command: tuple[Arg, ...]  # the argv, each word with where it came from
@@ -56,18 +114,35 @@ class NodePlan:
     labels: tuple[tuple[str, str], ...]
     restart_attempts: int
     stop_grace_period: str
+    container: ContainerOptions
+    build_args: tuple[tuple[str, str], ...] = ()
+    dockerfile: str | None = None
+    launch: Launch | None = None  # None: the engine command runs as the entrypoint itself
+    files: tuple[ContainerFile, ...] = ()
+    health: HealthCheck | None = None
 
     @property
     def is_head(self) -> bool:
         return self.rank == 0
 
     @property
+    def restart_policy(self) -> str:
+        return f"on-failure:{self.restart_attempts}"
+
+    @property
+    def placement(self) -> str:
+        """The Swarm placement constraint pinning this rank to its node (`recipegen swarm setup` sets the label)."""
+        return f"node.labels.recipegen.node == {self.node.name}"
+
+    @property
     def entrypoint(self) -> tuple[Arg, ...]:
+        if self.launch is not None:  # the launcher runs the steps, then execs the command it is given
+            return (Arg("/bin/sh", COMPILER), Arg(LAUNCHER_PATH, COMPILER))
         return self.command[: self.entrypoint_words]
 
     @property
     def arguments(self) -> tuple[Arg, ...]:
-        return self.command[self.entrypoint_words:]
+        return self.command if self.launch is not None else self.command[self.entrypoint_words:]
 
 
 
@@ -136,15 +211,78 @@ def _plan_node(recipe: Recipe, cluster: Cluster, chosen: tuple[Node, ...], rank:
         (f"{LABEL_PREFIX}.rank", str(rank)),
         (f"{LABEL_PREFIX}.input-hash", digest),
     )
+    container = container_options(recipe, cluster)
+    ray_head = None
+    if command.ray_head is not None:
+        ray_head = RayHead(command.ray_head, duration_seconds(cluster.ray_join_timeout),
+                           tuple((n.name, n.address) for n in chosen[1:]))
+    mods = tuple(ModRun(m.name, f"{MODS_DIR}/{m.name}", m.origin) for m in recipe.mods)
+    launch = Launch(mods, recipe.setup, ray_head) if (mods or recipe.setup or ray_head) else None
+    shipped = [(f"{MODS_DIR}/{m.name}/{f.path}", f.text, f.executable, f"mod {m.source}: {f.path}")
+               for m in recipe.mods for f in m.files] + _ray_settings(recipe, cluster, chosen, env)
+    files = tuple(ContainerFile(f"{i}-{posixpath.basename(path)}", path, text, executable, about)
+                  for i, (path, text, executable, about) in enumerate(shipped, 1))
     return NodePlan(
-        recipe_id=recipe.id, node=node, rank=rank, model=recipe.model, image=recipe.docker_image,
+        recipe_id=recipe.id, node=node, rank=rank, model=recipe.model, models=(recipe.model, *draft_models(recipe)),
+        image=recipe.docker_image,
         build_context=_build_context(recipe, root, out_dir / recipe.id / node.name), command=tuple(words),
         entrypoint_words=entrypoint_words,
         env=env,
         pass_env=_pass_env(recipe, cluster, env),
         volumes=tuple(volumes), shm_size=recipe.shm_size,
         ulimits=cluster.ulimits, gpu=cluster.gpu, gpus=cluster.gpus_per_node, rdma=cluster.rdma, labels=labels,
-        restart_attempts=RESTART_ATTEMPTS, stop_grace_period=cluster.stop_grace_period)
+        restart_attempts=RESTART_ATTEMPTS, stop_grace_period=cluster.stop_grace_period,
+        container=container, build_args=tuple(sorted(recipe.build_args.items())), dockerfile=recipe.dockerfile,
+        launch=launch, files=files,
+        health=_health(recipe, container) if rank == 0 else None)
+
+
+def container_options(recipe: Recipe, cluster: Cluster) -> ContainerOptions:
+    """The cluster's container defaults with the recipe's settings over them, key by key."""
+    return replace(cluster.container, **{k: v for k, v in recipe.container.items() if k in CONTAINER_KEYS})
+
+
+def _health(recipe: Recipe, container: ContainerOptions) -> HealthCheck:
+    """The head's engine API, asked from inside its own container (host network: the node's loopback works
+    unless the engine was told to listen on one address only)."""
+    host = flag_value(recipe, "--host")
+    if host in (None, "", "0.0.0.0", "::", "[::]"):
+        host = "127.0.0.1"
+    elif ":" in host:
+        host = f"[{host}]"
+    return HealthCheck(f"http://{host}:{serve_port(recipe)}/health", container.health_start_period)
+
+
+def _ray_settings(recipe: Recipe, cluster: Cluster, chosen: tuple[Node, ...],
+                  env: tuple[EnvVar, ...]) -> list[tuple[str, str, bool, str]]:
+    """vLLM's Ray executor copies the head's vLLM variables to every worker: name the ones whose value is the
+    node's own (they differ between nodes, or the compiler sets them per rank) so each worker keeps its own."""
+    if not (recipe.engine == "vllm" and recipe.distributed_backend == "ray" and len(chosen) > 1):
+        return []
+    values = [{v.name: v.value for v in _environment(recipe, cluster, chosen, r)} for r in range(len(chosen))]
+    per_node = {n for n in set().union(*values) if len({v.get(n) for v in values}) > 1}
+    text = json.dumps(sorted(per_node), indent=2) + "\n"
+    return [(f"{vllm_config_root(env)}/{NON_CARRY_OVER_FILE}", text, False,
+             "vLLM's Ray executor: variables each worker keeps its own value of")]
+
+
+def vllm_config_root(env: tuple[EnvVar, ...]) -> str:
+    """Where vLLM reads its config files (vllm/envs.py: VLLM_CONFIG_ROOT, else $XDG_CONFIG_HOME/vllm, else
+    ~/.config/vllm; engine images run as root)."""
+    values = {var.name: var.value for var in env}
+    if values.get("VLLM_CONFIG_ROOT"):
+        return values["VLLM_CONFIG_ROOT"].rstrip("/") or "/"
+    return (values.get("XDG_CONFIG_HOME") or "/root/.config").rstrip("/") + "/vllm"
+
+
+_DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]+)?)(ns|us|µs|ms|s|m|h)")
+_DURATION_UNIT = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1, "m": 60, "h": 3600}
+
+
+def duration_seconds(text: str) -> int:
+    """A compose duration (`10m`, `1h30m`) in whole seconds, at least 1."""
+    total = sum(float(m[1]) * _DURATION_UNIT[m[2]] for m in _DURATION_PART.finditer(text))
+    return max(1, round(total))
 
 
 def _pass_env(recipe: Recipe, cluster: Cluster, env: tuple[EnvVar, ...]) -> tuple[str, ...]:
@@ -207,8 +345,12 @@ def input_hash(recipe: Recipe, cluster: Cluster, chosen: tuple[Node, ...]) -> st
         "mounts": [[m.host, m.container, m.read_only] for m in recipe.mounts],
         "cluster": {k: getattr(cluster, k) for k in (
             "name", "user", "hf_cache", "gpu", "gpus_per_node", "rdma", "master_port", "ray_port",
-            "stop_grace_period", "env",
-            "pass_env")},
+            "stop_grace_period", "env", "pass_env", "ray_join_timeout")},
+        "ray_args": [[a.word for a in cluster.ray_args], [a.word for a in recipe.ray_args]],
+        "container": [dataclasses.asdict(cluster.container), recipe.container],
+        "build": [recipe.build_args, recipe.dockerfile],
+        "setup": [a.word for a in recipe.setup],
+        "mods": [[m.name, [[f.path, f.text, f.executable] for f in m.files]] for m in recipe.mods],
         "ulimits": [cluster.ulimits.memlock, cluster.ulimits.stack],
         "nodes": [[n.name, n.address, n.context, n.home, n.env] for n in chosen],
     }

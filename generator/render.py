@@ -9,14 +9,17 @@ structure) is trusted; the only way to emit raw text is `Raw`, used for comments
 from __future__ import annotations
 
 import json
+import posixpath
 import re
 from functools import cache, lru_cache
 from typing import Callable
 
 import jinja2
+from markupsafe import Markup
 
 from generator.diagnostics import Diagnostic, RecipegenError
-from generator.plan import RecipePlan, shm_bytes
+from generator.plan import (HEALTH_INTERVAL, HEALTH_PROBE, HEALTH_RETRIES, HEALTH_TIMEOUT, LAUNCHER_PATH, NodePlan,
+                            RecipePlan, shm_bytes)
 from generator.resources import read_data
 
 # Characters YAML forbids or treats as line breaks inside a double-quoted scalar (json.dumps leaves them as is).
@@ -30,21 +33,26 @@ _SINGLE_QUOTABLE = re.compile("[^\x00-\x1f\x7f-\x9f\u2028\u2029\ufeff\ufffe\ufff
 class Raw(str):
     """Template-made text already valid where it goes (YAML here, TOML for the probe): never a user value."""
 
+    def __html__(self) -> str:  # markupsafe: already safe; the macros of _service.j2 escape nothing further
+        return self
+
 
 _PLAIN_SCALAR = re.compile(r"[A-Za-z0-9_./:,=+@%-]*")  # used with fullmatch: `$` would allow a final newline
 
 
 def yaml_scalar(value: object) -> str:
-    if isinstance(value, Raw):
+    if isinstance(value, Markup):  # a macro's lines (_service.j2); the calling line ends the last one
+        return value.removesuffix("\n")
+    if isinstance(value, Raw):  # template-made: a filter's output
         return value
     if isinstance(value, str):
-        return _quote(value)
+        return Raw(_quote(value))
     if isinstance(value, bool):
-        return "true" if value else "false"
+        return Raw("true" if value else "false")
     if isinstance(value, int):
-        return str(value)
+        return Raw(str(value))
     if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(yaml_scalar(v) for v in value) + "]"
+        return Raw("[" + ", ".join(yaml_scalar(v) for v in value) + "]")
     raise TypeError(f"templates may only print strings, numbers and lists, not {type(value).__name__}")
 
 
@@ -84,12 +92,56 @@ def comment(value: object) -> Raw:
     return Raw(re.sub(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]+", " ", str(value)))
 
 
-def make_environment(finalize: Callable[[object], str], filters: dict[str, Callable]) -> jinja2.Environment:
+# What a YAML literal block cannot hold (it would not read back as the same text): control characters other than
+# tab and newline, carriage returns, and the characters YAML treats as line breaks or byte-order marks.
+_NOT_IN_BLOCK = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\ufeff\ufffe\uffff]")
+
+
+def block(value: str, indent: int) -> Raw | str:
+    """Multi-line text (a script, a mod's file) as a YAML literal block indented by `indent`, so the committed
+    file reads like the text itself; text a block cannot carry exactly falls back to a quoted scalar."""
+    if "\n" not in value.rstrip("\n") or _NOT_IN_BLOCK.search(value) or value.startswith((" ", "\n")):
+        return value  # one line, or characters only a quoted scalar keeps: finalize quotes it
+    body = value.replace("$", "$$")  # Compose interpolates `$` in config contents too
+    stripped = body.rstrip("\n")
+    trailing = len(body) - len(stripped)
+    chomp = "-" if trailing == 0 else ("" if trailing == 1 else "+")
+    pad = " " * indent
+    lines = [pad + line if line else "" for line in stripped.split("\n")]
+    return Raw(f"|{chomp}\n" + "\n".join(lines) + "\n" * max(trailing - 1, 0))
+
+
+def shell_word(value: object) -> str:
+    """One shell word of a generated script: quoted unless template-made (Raw) or a number."""
+    import shlex
+
+    if isinstance(value, Raw):
+        return value
+    if isinstance(value, bool):
+        raise TypeError("templates may not print booleans into scripts")
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, str):
+        return shlex.quote(value)
+    raise TypeError(f"templates may only print strings and numbers into scripts, not {type(value).__name__}")
+
+
+def _join_words(words: tuple[str, ...]) -> Raw:
+    return Raw(" ".join(shell_word(w) for w in words))
+
+
+def make_environment(finalize: Callable[[object], str], filters: dict[str, Callable],
+                     macros: bool = False) -> jinja2.Environment:
     """A Jinja environment over templates/: every `{{ value }}` goes through `finalize`, an undefined name is an
-    error, nothing is autoescaped, block tags leave no blank lines."""
+    error, block tags leave no blank lines.
+
+    With `macros`, templates are "autoescaped": not to escape HTML (finalize returns Raw, which markupsafe leaves
+    alone) but because that is how Jinja marks a macro's output as template-made (Markup), which finalize then
+    prints as is. The price: in such templates `%` and `~` on a string literal would HTML-escape their operands,
+    so templates compute such strings in Python instead."""
     env = jinja2.Environment(
         loader=jinja2.FunctionLoader(_template_source),
-        undefined=jinja2.StrictUndefined, finalize=finalize, autoescape=False, keep_trailing_newline=True,
+        undefined=jinja2.StrictUndefined, finalize=finalize, autoescape=macros, keep_trailing_newline=True,
         trim_blocks=True, lstrip_blocks=True)
     env.filters.update(filters)
     return env
@@ -97,8 +149,19 @@ def make_environment(finalize: Callable[[object], str], filters: dict[str, Calla
 
 @cache
 def _environment() -> jinja2.Environment:
-    return make_environment(yaml_scalar, {"comment": comment, "shell_comment": shell_comment, "key": key,
-                                          "shm_bytes": shm_bytes})
+    env = make_environment(yaml_scalar, {"comment": comment, "shell_comment": shell_comment, "key": key,
+                                         "shm_bytes": shm_bytes, "block": block,
+                                         "spaces": lambda n: Raw(" " * n)}, macros=True)
+    env.globals.update(launcher_path=LAUNCHER_PATH, health_probe=HEALTH_PROBE, health_interval=HEALTH_INTERVAL,
+                       health_timeout=HEALTH_TIMEOUT, health_retries=HEALTH_RETRIES)
+    return env
+
+
+@cache
+def _shell_environment() -> jinja2.Environment:
+    """Scripts (the launcher): every `{{ value }}` is one shell word, quoted as POSIX sh reads it back."""
+    return make_environment(shell_word, {"comment": comment, "dirname": posixpath.dirname, "join_words": _join_words,
+                                         "oneline": lambda text: " ".join(str(text).split())})
 
 
 def _template_source(name: str):
@@ -107,17 +170,28 @@ def _template_source(name: str):
 
 
 def render(template: str, **context: object) -> str:
+    env = _shell_environment() if template.endswith(".sh.j2") else _environment()
     try:
-        return _environment().get_template(template).render(**context)
+        return env.get_template(template).render(**context)
     except jinja2.TemplateError as exc:  # a template bug, reported like any other error, never a traceback
         line = getattr(exc, "lineno", None)
         raise RecipegenError(Diagnostic(f"templates/{template}", line, 1 if line else None, None,
                                         f"template error: {exc}")) from None
 
 
+def render_launcher(node: NodePlan, inline_files: bool) -> str | None:
+    """The script a node's container starts with when it has steps before the engine; with `inline_files` it
+    also writes the files the compose file would carry as configs (a Swarm stack cannot)."""
+    if node.launch is None:
+        return None
+    return render("launch.sh.j2", node=node, inline_files=inline_files)
+
+
 def render_node(plan: RecipePlan, rank: int) -> str:
-    return render("compose.yaml.j2", plan=plan, node=plan.nodes[rank])
+    node = plan.nodes[rank]
+    return render("compose.yaml.j2", plan=plan, node=node, launcher=render_launcher(node, inline_files=False))
 
 
 def render_stack(plan: RecipePlan) -> str:
-    return render("stack.yaml.j2", plan=plan)
+    launchers = {node.rank: render_launcher(node, inline_files=True) for node in plan.nodes}
+    return render("stack.yaml.j2", plan=plan, launchers=launchers)

@@ -12,9 +12,9 @@ from typing import Any
 
 from generator.argwords import flag_name, group_flags, merge_args, split_words
 from generator.diagnostics import Diagnostic, RecipegenError
-from generator.model import (DEFAULT, ENGINE_DEFAULT_ENTRYPOINT, RECIPE_ID, RECIPE_SCALARS, Cluster, Mount, Node,
-                             Origin, Recipe,
-                             Ulimits)
+from generator.model import (CONTAINER_KEYS, DEFAULT, ENGINE_DEFAULT_ENTRYPOINT, RECIPE_ID, RECIPE_SCALARS, Arg,
+                             Cluster, ContainerOptions, Mount, Node, Origin, Recipe, Ulimits)
+from generator.mods import load_mods
 from generator.schemas import schema, validate_document
 from generator.tomldoc import TomlDocument, load_toml, parse_toml
 
@@ -53,7 +53,12 @@ def load_recipe(path: str | Path, recipes_dir: Path | None = None) -> Recipe:
     pass_env: dict[str, None] = {}
     image_dir_base = path.parent
     unused: list[tuple[Origin, str, str]] = []  # remove_args / remove_env naming what no parent has
-    args: tuple = ()
+    args: tuple[Arg, ...] = ()
+    ray_args: tuple[Arg, ...] = ()
+    build_args: dict[str, str] = {}
+    container: dict[str, object] = {}
+    setup: tuple[Arg, ...] = ()
+    mods_from: tuple[TomlDocument, str] | None = None  # the file that set `mods` (its folder finds them)
     for depth, doc in enumerate(reversed(chain)):  # root parent first, the child last
         layer = "recipe" if depth == len(chain) - 1 else f"parent recipe {doc.path.parent.name}"
         data = doc.data
@@ -71,8 +76,25 @@ def load_recipe(path: str | Path, recipes_dir: Path | None = None) -> Recipe:
             env.pop(name, None)
             env_origins.pop(name, None)
         for name, value in data.get("env", {}).items():
-            env[name] = value
+            env[name] = env_text(value)
             env_origins[name] = origin("env", name)
+        for key in CONTAINER_KEYS:
+            if key in data:
+                container[key] = data[key]
+                origins[key] = origin(key)
+        for name, value in data.get("build_args", {}).items():
+            build_args[name] = env_text(value)
+        if "build_args" in data:
+            origins["build_args"] = origin("build_args")
+        if "setup" in data:
+            setup = tuple(Arg(cmd, doc.origin(layer, ("setup", i), value=True)) for i, cmd in enumerate(data["setup"]))
+            origins["setup"] = origin("setup")
+        if "mods" in data:
+            mods_from = (doc, layer)
+            origins["mods"] = origin("mods")
+        if "ray_args" in data:
+            ray_args = merge_args(ray_args, split_words(doc, data["ray_args"], layer, key="ray_args"), set())
+            origins["ray_args"] = origin("ray_args")
         if "pass_env" in data:
             pass_env.update(dict.fromkeys(data["pass_env"]))
             origins["pass_env"] = origin("pass_env")
@@ -106,6 +128,10 @@ def load_recipe(path: str | Path, recipes_dir: Path | None = None) -> Recipe:
             origins[key] = DEFAULT
         return values.get(key, props[key].get("default"))
 
+    mods = ()
+    if mods_from is not None:
+        project_mods = (recipes_dir.parent if recipes_dir is not None else path.parent.parent) / "mods"
+        mods = load_mods(mods_from[0], mods_from[1], mods_from[0].data["mods"], project_mods)
     engine = values["engine"]
     entrypoint = values.get("entrypoint") or ENGINE_DEFAULT_ENTRYPOINT[engine]
     origins.setdefault("entrypoint", DEFAULT)
@@ -117,9 +143,16 @@ def load_recipe(path: str | Path, recipes_dir: Path | None = None) -> Recipe:
         tensor_parallel_size=get("tensor_parallel_size"),
         pipeline_parallel_size=get("pipeline_parallel_size"), distributed_backend=get("distributed_backend"),
         shm_size=get("shm_size"), entrypoint=tuple(entrypoint), args=args,
-        mounts=tuple(mounts.values()), env=env, pass_env=tuple(pass_env), unused_removals=tuple(unused),
+        mounts=tuple(mounts.values()), env=env, dockerfile=values.get("dockerfile"), build_args=build_args,
+        mods=mods, setup=setup, ray_args=ray_args, container=container,
+        pass_env=tuple(pass_env), unused_removals=tuple(unused),
         origins=origins,
         env_origins=env_origins, documents=tuple(chain))
+
+
+def env_text(value: str | int) -> str:
+    """An env or build-arg value as the container sees it: TOML integers are their decimal text."""
+    return value if isinstance(value, str) else str(value)
 
 
 def _suggest_id(name: str) -> str:
@@ -201,7 +234,7 @@ def cluster_from_document(doc: TomlDocument) -> Cluster:
             "/root" if user == "root" else f"/home/{user}")
         nodes.append(Node(index=i, name=raw["name"], address=raw["address"], context=raw["context"],
                           ssh_host=raw.get("ssh_host", raw["address"]), user=user, home=home,
-                          env=dict(raw.get("env", {}))))
+                          env={k: env_text(v) for k, v in raw.get("env", {}).items()}))
     ulimits = data.get("ulimits", {})
     return Cluster(
         name=data["name"], path=doc.path, user=get("user"), hf_cache=get("hf_cache"), gpu=get("gpu"),
@@ -209,4 +242,8 @@ def cluster_from_document(doc: TomlDocument) -> Cluster:
         gpu_memory_ceiling=get("gpu_memory_ceiling"), gpus_per_node=get("gpus_per_node"),
         stop_grace_period=get("stop_grace_period"),
         ulimits=Ulimits(memlock=ulimits.get("memlock", -1), stack=ulimits.get("stack", 67108864)),
-        env=dict(data.get("env", {})), nodes=tuple(nodes), document=doc, pass_env=tuple(data.get("pass_env", [])))
+        env={k: env_text(v) for k, v in data.get("env", {}).items()}, nodes=tuple(nodes), document=doc,
+        pass_env=tuple(data.get("pass_env", [])),
+        ray_args=split_words(doc, data.get("ray_args", []), "cluster", key="ray_args"),
+        ray_join_timeout=get("ray_join_timeout"),
+        container=ContainerOptions(**{k: data.get(k, props[k].get("default")) for k in CONTAINER_KEYS}))

@@ -112,9 +112,9 @@ def _toml_type(value: Any) -> str:
 def _message(validator: str, value: Any, sub: dict, error) -> str:
     shown = json.dumps(value, ensure_ascii=False) if not isinstance(value, (dict, list)) else _toml_type(value)
     if validator == "type":
-        want = sub["type"] if isinstance(sub["type"], str) else sub["type"][0]
+        wants = [sub["type"]] if isinstance(sub["type"], str) else sub["type"]
         got = _toml_type(value) + ("" if isinstance(value, (dict, list)) else f" {shown}")
-        return f"expected {_TYPE_NAMES.get(want, want)}, got {got}"
+        return f"expected {' or '.join(_TYPE_NAMES.get(w, w) for w in wants)}, got {got}"
     if validator == "enum":
         choices = ", ".join(f"'{c}'" for c in sub["enum"])
         hint = difflib.get_close_matches(str(value), [str(c) for c in sub["enum"]], n=1, cutoff=0.5)

@@ -147,7 +147,7 @@ def test_secret_flag_values_are_refused(project: Path, args: str, word: str):
 def test_down_ps_and_logs_read_out_so_a_broken_recipe_can_still_be_stopped(project: Path):
     assert run("build").exit_code == 0
     recipe = project / "recipes" / "glm-4-5-air-sglang" / "recipe.toml"
-    recipe.write_text(recipe.read_text().replace('"0.80"', '"0.99"'))  # now fails the gpu-memory rule
+    recipe.write_text(recipe.read_text().replace('"0.80"', '"1.5"'))  # now fails the gpu-memory-range rule
     assert run("validate", str(recipe)).exit_code == 1
     result = run("ps", "glm-4-5-air-sglang")  # the contexts do not exist here: each node is reported as such
     assert "gpu-memory" not in result.output

@@ -281,31 +281,67 @@ def test_vllm_mp_real_recipe_rank_flags(built):
             assert argv(stack) == argv(compose)
 
 
-def test_vllm_ray_rank_commands(built):
-    case = "vllm-ray-2node"
+def launcher_lines(out: Path, recipe_id: str, node: str) -> list[str]:
+    """The launcher script a node's compose file ships as the config `launch.sh` (Compose's `$$` undone)."""
+    content = load(out / recipe_id / node / "compose.yaml")["configs"]["launch.sh"]["content"]
+    return content.replace("$$", "$").splitlines()
+
+
+@pytest.mark.parametrize("case", ["vllm-ray-2node", "ray-setup-mods"])
+def test_vllm_ray_rank_commands(case: str, built):
     cluster = case_cluster(case)
     (recipe_id, recipe), = case_recipes(case).items()
     head, worker = cluster["nodes"][0], cluster["nodes"][1]
     ray_port = cluster.get("ray_port", 6379)
-    (_, head_svc, head_stack), (_, worker_svc, worker_stack) = services(built(case), recipe_id, ["spark1", "spark2"])
+    out = built(case)
+    (_, head_svc, head_stack), (_, worker_svc, worker_stack) = services(out, recipe_id, ["spark1", "spark2"])
+    def groups(words: list[str]) -> list[list[str]]:  # a flag with the values after it
+        found: list[list[str]] = []
+        for word in words:
+            if word.startswith("--") or not found:
+                found.append([word])
+            else:
+                found[-1].append(word)
+        return found
 
-    sh, dash_c, script = argv(head_svc)
-    assert (sh, dash_c) == ("sh", "-c")
-    start, sep, engine = script.partition(" && exec ")
-    assert sep, script
-    assert shlex.split(start) == ["ray", "start", "--head", f"--port={ray_port}",
-                                  f"--node-ip-address={head['address']}"]
-    engine_argv = shlex.split(engine)
-    assert engine_argv == ["vllm", "serve", recipe["model"], "--tensor-parallel-size", "1",
-                           "--pipeline-parallel-size", "2", "--distributed-executor-backend", "ray",
+    ray_groups = groups(shlex.split(" ".join(cluster.get("ray_args", []))))
+    for group in groups(shlex.split(" ".join(recipe.get("ray_args", [])))):  # the recipe's flag replaces the cluster's
+        flag = group[0].split("=", 1)[0]
+        at = next((i for i, g in enumerate(ray_groups) if g[0].split("=", 1)[0] == flag), None)
+        if at is None:
+            ray_groups.append(group)
+        else:
+            ray_groups[at] = group
+    ray_options = [word for group in ray_groups for word in group]
+
+    # The head runs the launcher, which starts Ray, waits for the worker, then execs the engine it is given.
+    assert head_svc["entrypoint"] == ["/bin/sh", "/opt/recipegen/launch.sh"]
+    engine_argv = head_svc["command"]
+    assert engine_argv == ["vllm", "serve", recipe["model"], "--tensor-parallel-size",
+                           str(recipe.get("tensor_parallel_size", 1)), "--pipeline-parallel-size",
+                           str(recipe.get("pipeline_parallel_size", 1)), "--distributed-executor-backend", "ray",
                            *args_words(recipe)]
-    assert engine_argv[-1] == '{"cudagraph_mode": "PIECEWISE"}'  # the shell quoting survives sh -c
-    assert rank_flags(engine_argv) == sorted([("--tensor-parallel-size", "1"), ("--pipeline-parallel-size", "2"),
-                                              ("--distributed-executor-backend", "ray")])
+    lines = launcher_lines(out, recipe_id, "spark1")
+    starts = [shlex.split(line) for line in lines if line.startswith("ray start")]
+    assert starts == [["ray", "start", "--head", f"--port={ray_port}", f"--node-ip-address={head['address']}",
+                       *ray_options]]
+    waits = [shlex.split(line.split("<<")[0]) for line in lines if line.startswith("python3 - ")]
+    assert waits == [["python3", "-", "600", f"{worker['name']}={worker['address']}"]]
+    assert lines.index(next(l for l in lines if l.startswith("ray start"))) < lines.index("exec \"$@\"")
 
-    assert argv(worker_svc) == ["ray", "start", "--block", f"--address={head['address']}:{ray_port}",
-                                     f"--node-ip-address={worker['address']}"]
-    assert argv(head_stack) == argv(head_svc) and argv(worker_stack) == argv(worker_svc)
+    worker_argv = ["ray", "start", "--block", f"--address={head['address']}:{ray_port}",
+                   f"--node-ip-address={worker['address']}", *ray_options]
+    if "setup" in recipe or "mods" in recipe:  # steps before Ray: the worker runs the launcher too
+        assert worker_svc["entrypoint"] == ["/bin/sh", "/opt/recipegen/launch.sh"]
+        assert worker_svc["command"] == worker_argv and worker_stack["command"] == worker_argv
+    else:
+        assert argv(worker_svc) == worker_argv and argv(worker_stack) == worker_argv
+    # The stack runs the same launcher inline, with the same argv after it.
+    assert head_stack["entrypoint"][:2] == ["/bin/sh", "-c"] and head_stack["command"] == engine_argv
+    for svc in (head_svc, worker_svc):
+        env = svc["environment"]
+        address = head["address"] if svc is head_svc else worker["address"]
+        assert env["RAY_NODE_IP_ADDRESS"] == env["RAY_OVERRIDE_NODE_IP_ADDRESS"] == env["VLLM_HOST_IP"] == address
 
 
 @pytest.mark.parametrize("case", ["sglang-2node", "sglang-3node"])

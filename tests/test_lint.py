@@ -80,7 +80,8 @@ CASES = [
     Bad("sglang-backend", ERROR, 7, "distributed_backend", ("SGLang", "'mp'")),
     Bad("cudagraph-capture", WARNING, 14, "args",
         ("--max-cudagraph-capture-size 24", "8 x 4 = 32", "num_speculative_tokens = 3")),
-    Bad("gpu-memory", ERROR, 10, "args", ("--gpu-memory-utilization 0.95", "gpu_memory_ceiling 0.9")),
+    Bad("gpu-memory", WARNING, 10, "args", ("--gpu-memory-utilization 0.95", "gpu_memory_ceiling 0.9", "unified")),
+    Bad("gpu-memory-range", ERROR, 10, "args", ("--gpu-memory-utilization 1.2", "(0, 1]")),
     Bad("fabric-env", WARNING, 16, "env.NCCL_SOCKET_IFNAME", ("NCCL_SOCKET_IFNAME", "overrides the cluster")),
     Bad("secret", ERROR, 16, "env.HF_AUTH", ("looks like a secret", HOW_TO_PASS)),  # an hf_ token as a value
     Bad("secret", ERROR, 16, "env.HF_TOKEN", ("looks like a secret", HOW_TO_PASS), "bad-env-name"),

@@ -188,9 +188,11 @@ def test_strings_reach_the_container(workdir: Path, env, words, mounts):
     check_service(stack, env, command, mounts)
 
 
-# The ray head runs `sh -c 'ray start ... && exec vllm serve <words>'`: the words go through shlex quoting, YAML,
-# Compose and a real POSIX shell. Fake `ray` and `vllm` programs print what the shell hands them.
+# The ray head's container runs recipegen's launcher (a Compose config) with the engine argv as its arguments: the
+# launcher starts Ray, waits for the workers, then `exec "$@"`. The words go through YAML, Compose (the launcher's
+# own `$` too) and a real POSIX shell. Fake `ray`, `python3` (the wait) and `vllm` programs print what they get.
 FAKE_RAY = "#!/bin/sh\nexit 0\n"
+FAKE_PYTHON = "#!/bin/sh\ncat >/dev/null\nexit 0\n"
 FAKE_VLLM = "#!/bin/sh\nfor a in \"$@\"; do printf '%s\\0' \"$a\"; done\n"
 
 
@@ -198,19 +200,21 @@ FAKE_VLLM = "#!/bin/sh\nfor a in \"$@\"; do printf '%s\\0' \"$a\"; done\n"
 @given(words=WORDS)
 @example(words=["$HOME", "${X:-y}", "$(id)", "`id`", "'", "\\", "a\nb", "&&", ";", "|", "*", "~"])
 @example(words=['{"a": "$b"}', "\u2028", "\x85", "\ufeff", "\U0001f600", " "])
-def test_words_survive_the_ray_head_shell(workdir: Path, words):
+def test_words_survive_the_ray_head_launcher(workdir: Path, words):
     recipe = {"engine": "vllm", "docker_image": "vllm/vllm-openai:v0.11.0", "model": MODEL, "required_nodes": 2,
               "tensor_parallel_size": 2, "distributed_backend": "ray", "args": args_for(words)}
     folder = compile_recipe(workdir, CLUSTER_2, recipe)
-    head = compose_config(workdir, folder / "n1" / "compose.yaml")["services"]["engine"]
-    argv = [w.replace("$$", "$") for w in [*(head.get("entrypoint") or []), *head["command"]]]
-    assert argv[:2] == ["sh", "-c"] and len(argv) == 3, argv
+    config = compose_config(workdir, folder / "n1" / "compose.yaml")
+    head = config["services"]["engine"]
+    assert head["entrypoint"] == ["/bin/sh", "/opt/recipegen/launch.sh"], head["entrypoint"]
+    launcher = config["configs"]["launch.sh"]["content"].replace("$$", "$")  # compose config keeps the escape
+    argv = [w.replace("$$", "$") for w in head["command"]]
     bin_dir = workdir / "bin"
     bin_dir.mkdir(exist_ok=True)
-    for name, text in (("ray", FAKE_RAY), ("vllm", FAKE_VLLM)):
+    for name, text in (("ray", FAKE_RAY), ("python3", FAKE_PYTHON), ("vllm", FAKE_VLLM)):
         (bin_dir / name).write_text(text)
         (bin_dir / name).chmod(0o755)
-    run = subprocess.run(["/bin/sh", "-c", argv[2]], capture_output=True, timeout=30,
+    run = subprocess.run(["/bin/sh", "-c", launcher, "launch.sh", *argv], capture_output=True, timeout=30,
                          env={"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": "/nonexistent"})
     assert run.returncode == 0, run.stderr
     received = run.stdout.split(b"\0")[:-1]

@@ -71,8 +71,11 @@ def _check_node(target: Target) -> NodeReport:
     return report
 
 
-# Exit status 3 of the trial container: the model is not in the mounted Hugging Face cache.
-_MODEL_CHECK = 'for f in "$1"/snapshots/*/config.json "$1"/config.json; do [ -e "$f" ] && exit 0; done; exit 3'
+# Exit status 3 of the trial container: a model is not in the mounted Hugging Face cache; it prints each missing
+# one's folder, one a line. `sh` and `ls` only: any engine image has them.
+_MODEL_CHECK = ('missing=0; for m; do found=; for f in "$m"/snapshots/*/config.json "$m"/config.json; do '
+                '[ -e "$f" ] && found=1 && break; done; [ -n "$found" ] || { echo "$m"; missing=1; }; done; '
+                '[ "$missing" = 0 ] || exit 3')
 MODEL_MISSING = 3
 
 
@@ -104,17 +107,20 @@ def _trial_run(target: Target) -> str | None:
     plan = target.plan
     try:
         target.docker.compose(str(target.compose_file), "run", "--rm", "--no-deps", "-T", "--entrypoint", "sh",
-                              "engine", "-c", _MODEL_CHECK, "sh", model_dir(plan.model),
+                              "engine", "-c", _MODEL_CHECK, "sh", *(model_dir(m) for m in plan.models),
                               project=f"{plan.recipe_id}-preflight", timeout=180)
     except DockerError as exc:
         if exc.returncode == MODEL_MISSING:
-            return f"model {plan.model} is not in this node's Hugging Face cache: looked in {_host_model_dir(target)}"
+            missing = set(exc.stdout.split())
+            named = [m for m in plan.models if model_dir(m) in missing] or [plan.model]
+            return "; ".join(f"{'model' if m == plan.model else 'draft model'} {m} is not in this node's Hugging Face "
+                             f"cache: looked in {_host_model_dir(target, m)}" for m in named)
         return _explain_trial(exc.stderr or exc.stdout, target)
     return None
 
 
-def _host_model_dir(target: Target) -> str:
-    inside = model_dir(target.plan.model)
+def _host_model_dir(target: Target, model: str | None = None) -> str:
+    inside = model_dir(model or target.plan.model)
     for volume in target.plan.volumes:
         if inside.startswith(volume.target + "/"):
             return volume.source + inside[len(volume.target):]
