@@ -42,6 +42,7 @@ COMMAND = "replaced `...` with the output of a command"
 class Word:
     text: str  # after quote removal: what the program receives
     start: int  # offset in the source of its first character (a quote, a backslash or the character itself)
+    end: int  # offset just past its last character
     shell: tuple[str, ...] = ()  # what sh would have done beyond quote removal; () when sh reads it as we do
 
 
@@ -77,7 +78,7 @@ class _Scanner:
             elif text[start] == "~":
                 self.shell.append(TILDE)
             self._word()
-            found.append(Word("".join(self.parts), start, tuple(dict.fromkeys(self.shell))))
+            found.append(Word("".join(self.parts), start, self.pos, tuple(dict.fromkeys(self.shell))))
 
     def _note(self, what: str) -> None:
         self.shell.append(what)
@@ -107,7 +108,7 @@ class _Scanner:
                     parts.append(c)
                 elif text[i + 1] != "\n":  # \<newline> is removed, any other pair is the quoted character
                     parts.append(text[i + 1])
-                self.pos = i + 2
+                self.pos = min(i + 2, n)
             else:
                 if c == "$":
                     self._dollar(i, quoted=False)
