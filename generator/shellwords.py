@@ -66,7 +66,8 @@ class _Scanner:
         self.shell: list[str] = []
 
     def words(self) -> list[Word]:
-        text, found = self.text, []
+        text = self.text
+        found: list[Word] = []
         while True:
             self.pos = _GAP.match(text, self.pos).end()  # type: ignore[union-attr]  # matches the empty string
             if self.pos >= len(text):
