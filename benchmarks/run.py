@@ -5,7 +5,8 @@
 
 Measures the CLI start-up, `validate` of one recipe and of one whose args hold 2 MiB of quoted text, `build`
 and `build --check` of the shipped tree and of generated trees of 100 and 200 recipes on an 8-node cluster, and,
-for scale, Compose v2 reading and validating our output (`docker compose -f F config -q`). Targets (issue 7) are printed beside the figures.
+for scale, Compose v2 reading and validating our output (`docker compose -f F config -q`). Targets (issue 7) are
+printed beside the figures.
 """
 
 from __future__ import annotations

@@ -33,9 +33,9 @@ def split_words(doc: TomlDocument, items: list[str], layer: str, key: str = "arg
         words = shellwords.split(text)
     except shellwords.ShellSyntaxError as exc:
         i = bisect_right(starts, exc.offset) - 1
-        opened = text[exc.offset:exc.offset + 24].split("\n", 1)[0]
-        raise RecipegenError(doc.diagnostic((key, i), f"cannot split into shell words: {exc} at {opened!r} "
-                                                      "(sh would refuse the command)")) from None
+        opened = items[i][exc.offset - starts[i]:][:24].split("\n", 1)[0]  # where it opens, within its element
+        raise RecipegenError(doc.diagnostic((key, i), f"cannot split into shell words: {exc} (sh would "
+                                                      f"refuse the command): {opened}")) from None
     origins: dict[int, Origin] = {}
 
     def origin(i: int) -> Origin:  # one Origin per element, shared by its words

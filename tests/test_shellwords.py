@@ -274,18 +274,19 @@ def test_words_carry_what_sh_would_do(tmp_path):
     assert [a.shell for a in args] == [(), ("expanded $HOME",), ()]
 
 
-@pytest.mark.parametrize("items, bad", [
-    (["--a", "1", "--b", "'oops"], 3),
-    (["'a", "b'", "'c"], 2),  # the first two close each other
-    (["--a", "\"x", "y", "z"], 1),  # never closed: the element where it opens
-    (["--a", "'x'", "\"it's"], 2),
+@pytest.mark.parametrize("items, bad, kind, shown", [
+    (["--a", "1", "--b", "'oops"], 3, "single", "'oops"),
+    (["'a", "b'", "'c"], 2, "single", "'c"),  # the first two close each other
+    (["--a", "\"x", "y", "z"], 1, "double", '"x'),  # never closed: the element where it opens
+    (["--a", "'x' --b=\"it's\nmore"], 1, "double", '"it\'s'),  # from the quote to the end of its line
 ])
-def test_unterminated_quote_points_at_its_element(tmp_path, items, bad):
+def test_unterminated_quote_points_at_its_element(tmp_path, items, bad, kind, shown):
     with pytest.raises(RecipegenError) as exc:
         split(tmp_path, items)
     (d,) = exc.value.diagnostics
     assert (d.line, d.key) == (bad + 2, f"args[{bad}]")
-    assert d.message.startswith("cannot split into shell words: unterminated ")
+    assert d.message == (f"cannot split into shell words: unterminated {kind} quote (sh would refuse the command): "
+                         f"{shown}")
 
 
 # --- the shell-literal rule through the CLI ---------------------------------------------------------------------
