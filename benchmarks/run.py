@@ -3,14 +3,16 @@
 
     python3 benchmarks/run.py [--runs 5]
 
-Measures the CLI start-up, `validate` of one recipe, `build` and `build --check` of the shipped tree and of
-generated trees of 100 and 200 recipes on an 8-node cluster, and, for scale, Compose v2 reading and
-validating our output (`docker compose -f F config -q`). Targets (issue 7) are printed beside the figures.
+Measures the CLI start-up, `validate` of one recipe and of one whose args hold 2 MiB of quoted text, `build`
+and `build --check` of the shipped tree and of generated trees of 100 and 200 recipes on an 8-node cluster, and,
+for scale, Compose v2 reading and validating our output (`docker compose -f F config -q`). Targets (issue 7) are
+printed beside the figures.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
 import shutil
@@ -59,6 +61,19 @@ def measure(label: str, cmd, cwd: Path, runs: int, target: str = "") -> float:
     return median
 
 
+def long_quoted_args(path: Path) -> Path:
+    """A recipe whose args hold a 1 MiB single-quoted and a 1 MiB double-quoted word (with escapes): splitting
+    them as sh does must stay linear (shlex took ~30 s for one such word)."""
+    mib = 1 << 20
+    single = "'" + ("x" * 63 + " ") * (mib // 64) + "'"
+    double = '"' + ("a\\$ \\\\ '\\\n" + "z" * 54 + " ") * (mib // 64) + '"'
+    path.parent.mkdir(parents=True)
+    path.write_text(f'engine = "vllm"\ndocker_image = "vllm/vllm-openai:v0.11.0"\nmodel = "Qwen/Qwen3-32B"\n'
+                    f'args = [\n    "--chat-template", {json.dumps(single)},\n    "--x", {json.dumps(double)},\n]\n',
+                    "utf-8")
+    return path
+
+
 def machine() -> str:
     cpu = "unknown cpu"
     try:
@@ -104,6 +119,9 @@ def main() -> None:
         print("start-up")
         measure("recipegen --help", [exe, "--help"], ROOT, args.runs * 2, "< 0.15 s")
         measure("recipegen validate <one recipe>", [exe, "validate", str(one)], ROOT, args.runs * 2, "< 0.3 s")
+        long_args = long_quoted_args(tmp / "long-args" / "recipe.toml")
+        measure("validate, args: 1 MiB in '...' and 1 MiB in \"...\"", [exe, "validate", str(long_args)], ROOT,
+                args.runs, "< 1 s")
 
         seed = ROOT / "recipes" / "deepseek-v4-flash-eugr" / "recipe.toml"
         trees = {"shipped": shipped, "100 recipes x 8 nodes": make_tree(tmp / "t100", 100, seed),

@@ -6,52 +6,44 @@ from __future__ import annotations
 
 import json
 import re
-import shlex
+from bisect import bisect_right
 from dataclasses import dataclass
 
+from generator import shellwords
 from generator.diagnostics import RecipegenError
 from generator.model import Arg, Origin
 from generator.tomldoc import TomlDocument
 
-_SHELL_QUOTES = ("'", '"', "\\")
-_BLANKS = re.compile(r"[ \t\r\n]+")  # shlex's whitespace in POSIX mode (not str.split()'s unicode spaces)
 _NUMBER = re.compile(r"^-\d+(\.\d+)?([eE][-+]?\d+)?$")
 
 
 def split_words(doc: TomlDocument, items: list[str], layer: str, key: str = "args") -> tuple[Arg, ...]:
-    """Shell-split `items` exactly as the launcher did (join with spaces, split as POSIX sh), keeping for each
-    word the element it came from.
+    """Split `items` exactly as the launcher did (join with spaces, split as POSIX sh: generator.shellwords),
+    keeping for each word the element it starts in, and what sh would have done to it beyond removing quotes.
 
-    When every element splits on its own, quotes are balanced inside each one, so splitting the joined string
-    gives exactly the concatenation of the elements' words; only then is each word's element known for sure.
+    A quote may span elements (`"'my", "model'"` is the one word `my model`): the word's element is the one
+    its first character is in. An unterminated quote is an error at the element where it opens.
     """
-
-    def origin(i: int) -> Origin:
-        return doc.origin(layer, (key, i), value=True)
-
-    words: list[Arg] = []
-    for i, item in enumerate(items):
-        if not any(c in item for c in _SHELL_QUOTES):  # no quotes: splitting on blanks is the shell's split
-            words.extend(Arg(word, origin(i)) for word in _BLANKS.split(item) if word)
-        elif _splits(item):
-            words.extend(Arg(word, origin(i)) for word in shlex.split(item))
-        else:
-            break
-    else:
-        return tuple(words)
-    try:  # quotes spanning several elements: the words are right, their lines approximate (the first element)
-        return tuple(Arg(word, origin(0)) for word in shlex.split(" ".join(items)))
-    except ValueError as exc:
-        bad = next((i for i, item in enumerate(items) if not _splits(item)), len(items) - 1)
-        raise RecipegenError(doc.diagnostic((key, bad), f"cannot split into shell words: {exc}")) from None
-
-
-def _splits(item: str) -> bool:
+    starts, offset = [], 0  # where each element begins in the joined text
+    for item in items:
+        starts.append(offset)
+        offset += len(item) + 1
+    text = " ".join(items)
     try:
-        shlex.split(item)
-        return True
-    except ValueError:
-        return False
+        words = shellwords.split(text)
+    except shellwords.ShellSyntaxError as exc:
+        i = bisect_right(starts, exc.offset) - 1
+        opened = items[i][exc.offset - starts[i]:][:24].split("\n", 1)[0]  # where it opens, within its element
+        raise RecipegenError(doc.diagnostic((key, i), f"cannot split into shell words: {exc} (sh would "
+                                                      f"refuse the command): {opened}")) from None
+    origins: dict[int, Origin] = {}
+
+    def origin(i: int) -> Origin:  # one Origin per element, shared by its words
+        if i not in origins:
+            origins[i] = doc.origin(layer, (key, i), value=True)
+        return origins[i]
+
+    return tuple(Arg(w.text, origin(bisect_right(starts, w.start) - 1), w.shell) for w in words)
 
 
 def flag_name(word: str) -> str | None:

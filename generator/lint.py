@@ -271,6 +271,17 @@ def _secret(recipe, cluster):
             yield mount.origin, "extra_mounts", f"looks like a secret: {SECRET_FIX}"
 
 
+@rule("shell-literal", WARNING, "a word sh would have expanded or cut ($, backticks, ; | & < > ( ), a leading # or ~, "
+                                "a glob): recipegen runs no shell, the engine gets it as written")
+def _shell_literal(recipe, cluster):
+    for arg in recipe.args:
+        if arg.shell:
+            shown = arg.word if len(arg.word) <= 60 else arg.word[:57] + "..."
+            yield (arg.origin, "args", f"{shown!r} reaches the engine literally (recipegen runs no shell), but sh "
+                                       f"would have {'; '.join(arg.shell)}: quote it in single quotes to keep it "
+                                       "as written, or write the value it stands for")
+
+
 def lint_cluster(doc: TomlDocument) -> list[Diagnostic]:
     """Rules over a cluster file alone: secrets."""
     found = []

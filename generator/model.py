@@ -112,10 +112,13 @@ class ContainerOptions:
 
 @dataclass(frozen=True)
 class Arg:
-    """One shell word of `args`, with the array element it came from."""
+    """One shell word of `args`, with the array element it starts in."""
 
     word: str
     origin: Origin
+    # What sh would have done to the word beyond removing quotes (generator.shellwords); () for most words.
+    # Kept on the word so it follows the word through `extends` merges to the `shell-literal` lint rule.
+    shell: tuple[str, ...] = ()
 
 
 @dataclass

@@ -89,6 +89,8 @@ CASES = [
     Bad("pass-env", ERROR, 7, "pass_env", ("'NCCL_SOCKET_IFNAME'", "also has a value")),
     Bad("mount-target", ERROR, 10, "extra_mounts", ("/root/.cache/huggingface/", "Hugging Face cache")),
     Bad("remove-unused", WARNING, 3, "remove_args", ("'--enforce-eagre'", "not set by any parent")),
+    Bad("shell-literal", WARNING, 11, "args", ("'$HOME/templates/qwen3.jinja'", "reaches the engine literally",
+                                                "recipegen runs no shell", "expanded $HOME")),
 ]
 RULE_IDS = [r.id for r in RULES]
 
