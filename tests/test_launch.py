@@ -1,0 +1,238 @@
+"""The launcher a node's container starts with (setup commands, mods, a Ray head's start and wait), run for real:
+the script is taken from the generated compose file as Compose hands it to the container, then run by /bin/sh
+with stand-in programs on PATH that record what they were given. Also: loading mods, and what a bad mod says.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from generator.cli import main
+
+CLUSTER = """\
+name = "duo"
+user = "spark"
+gpu = "nvidia"
+rdma = false
+ray_join_timeout = "3s"
+[[nodes]]
+name = "n1"
+address = "10.0.0.1"
+context = "n1"
+[[nodes]]
+name = "n2"
+address = "10.0.0.2"
+context = "n2"
+env = { NCCL_SOCKET_IFNAME = "eth9" }
+"""
+
+
+def project(tmp_path: Path, recipe: str, mods: dict[str, dict[str, str]] | None = None) -> Path:
+    (tmp_path / "cluster.toml").write_text(CLUSTER)
+    folder = tmp_path / "recipes" / "r"
+    folder.mkdir(parents=True)
+    (folder / "recipe.toml").write_text(textwrap.dedent(recipe))
+    for name, files in (mods or {}).items():
+        mod = tmp_path / "mods" / name
+        mod.mkdir(parents=True)
+        for rel, text in files.items():
+            (mod / rel).write_text(text)
+    return tmp_path
+
+
+def build(root: Path):
+    previous = Path.cwd()
+    os.chdir(root)
+    try:
+        return CliRunner().invoke(main, ["build"], catch_exceptions=False)
+    finally:
+        os.chdir(previous)
+
+
+def compose(root: Path, node: str) -> dict:
+    return yaml.safe_load((root / "out" / "r" / node / "compose.yaml").read_text())
+
+
+def container_files(doc: dict) -> dict[str, str]:
+    """What Compose puts into the container: target path -> content, `$$` unescaped as Compose does."""
+    service = doc["services"]["engine"]
+    return {ref["target"]: doc["configs"][ref["source"]]["content"].replace("$$", "$")
+            for ref in service.get("configs", [])}
+
+
+def run_launcher(root: Path, node: str, tmp_path: Path, programs: dict[str, str],
+                 extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """Run the node's launcher as its container would: files in place (under a fake root), the service's
+    command as arguments, stand-in programs first on PATH."""
+    doc = compose(root, node)
+    service = doc["services"]["engine"]
+    assert service["entrypoint"] == ["/bin/sh", "/opt/recipegen/launch.sh"]
+    fake_root = tmp_path / f"root-{node}"
+    launcher = None
+    for target, text in container_files(doc).items():
+        if target == "/opt/recipegen/launch.sh":
+            launcher = text
+            continue
+        path = fake_root / target.lstrip("/")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        path.chmod(0o755)
+    assert launcher is not None
+    # The launcher names absolute container paths: point them into the fake root.
+    launcher = launcher.replace("/workspace/", f"{fake_root}/workspace/")
+    bin_dir = tmp_path / f"bin-{node}"
+    bin_dir.mkdir(exist_ok=True)
+    for name, text in programs.items():
+        (bin_dir / name).write_text(text)
+        (bin_dir / name).chmod(0o755)
+    workdir = tmp_path / f"work-{node}"
+    workdir.mkdir(exist_ok=True)
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": str(tmp_path), **(extra_env or {})}
+    return subprocess.run(["/bin/sh", "-c", launcher, "launch.sh", *service["command"]], capture_output=True,
+                          text=True, timeout=60, cwd=workdir, env=env)
+
+
+RECORD = '#!/bin/sh\nprintf "%s\\n" "$(basename "$0") $*" >> "$LOG"\n'
+
+
+def test_setup_then_mods_then_the_engine_in_order(tmp_path: Path):
+    root = project(tmp_path, """\
+        engine = "vllm"
+        docker_image = "img"
+        model = "m/m"
+        setup = ["echo 'step one' >> \\"$LOG\\"", "printf '%s\\\\n' \\"two $((1 + 1))\\" >> \\"$LOG\\""]
+        mods = ["fix-a", "mods/fix-b"]
+        args = ["--port", "8001"]
+        """, mods={"fix-a": {"run.sh": '#!/bin/sh\nset -e\necho "mod a in $(basename "$PWD") ws=$WORKSPACE_DIR '
+                                        '$(cat data.txt)" >> "$LOG"\n', "data.txt": "payload $HOME 'q'"},
+                   "fix-b": {"run.sh": '#!/bin/sh\necho "mod b" >> "$LOG"\n'}})
+    assert build(root).exit_code == 0
+    log = tmp_path / "log"
+    result = run_launcher(root, "n1", tmp_path, {"vllm": RECORD}, {"LOG": str(log)})
+    assert result.returncode == 0, result.stderr
+    lines = log.read_text().splitlines()
+    assert lines == ["step one", "two 2", f"mod a in fix-a ws={tmp_path / 'work-n1'} payload $HOME 'q'", "mod b",
+                     "vllm serve m/m --tensor-parallel-size 1 --pipeline-parallel-size 1 --port 8001"]
+    assert "recipegen: setup 1/2" in result.stderr and "recipegen: mod 2/2: fix-b" in result.stderr
+
+
+def test_a_failing_step_fails_the_container_before_the_engine(tmp_path: Path):
+    root = project(tmp_path, """\
+        engine = "vllm"
+        docker_image = "img"
+        model = "m/m"
+        setup = ["true"]
+        mods = ["broken"]
+        """, mods={"broken": {"run.sh": "#!/bin/sh\nexit 7\n"}})
+    assert build(root).exit_code == 0
+    log = tmp_path / "log"
+    result = run_launcher(root, "n1", tmp_path, {"vllm": RECORD}, {"LOG": str(log)})
+    assert result.returncode != 0
+    assert not log.exists()  # the engine never ran
+
+
+FAKE_RAY_MODULE = """\
+import json, os
+def init(address=None, **kwargs):
+    assert address == "auto", address
+def nodes():
+    return json.loads(os.environ["FAKE_RAY_NODES"])
+def shutdown():
+    pass
+"""
+
+
+def ray_project(tmp_path: Path) -> Path:
+    return project(tmp_path, """\
+        engine = "vllm"
+        docker_image = "img"
+        model = "m/m"
+        required_nodes = 2
+        tensor_parallel_size = 2
+        distributed_backend = "ray"
+        ray_args = ["--num-cpus", "4"]
+        """)
+
+
+def python_with_fake_ray(tmp_path: Path) -> str:
+    lib = tmp_path / "fake-ray"
+    lib.mkdir(exist_ok=True)
+    (lib / "ray.py").write_text(FAKE_RAY_MODULE)
+    return f"#!/bin/sh\nPYTHONPATH={lib} exec {sys.executable} \"$@\"\n"
+
+
+@pytest.mark.parametrize("alive, joined", [(["10.0.0.1", "10.0.0.2"], True), (["10.0.0.1"], False)])
+def test_the_ray_head_waits_for_every_worker(tmp_path: Path, alive: list[str], joined: bool):
+    root = ray_project(tmp_path)
+    assert build(root).exit_code == 0
+    log = tmp_path / "log"
+    nodes = json.dumps([{"NodeManagerAddress": a, "Alive": True} for a in alive]
+                       + [{"NodeManagerAddress": "10.0.0.2", "Alive": False}])
+    result = run_launcher(root, "n1", tmp_path, {"ray": RECORD, "vllm": RECORD,
+                                                 "python3": python_with_fake_ray(tmp_path)},
+                          {"LOG": str(log), "FAKE_RAY_NODES": nodes})
+    calls = log.read_text().splitlines()
+    assert calls[0] == "ray start --head --port=6379 --node-ip-address=10.0.0.1 --num-cpus 4"
+    if joined:
+        assert result.returncode == 0, result.stderr
+        assert calls[1].startswith("vllm serve m/m ")
+    else:
+        assert result.returncode != 0 and len(calls) == 1  # the engine never started
+        assert "not joined after 3s: n2 (10.0.0.2)" in result.stderr
+
+
+def test_each_ray_worker_keeps_its_own_per_node_values(tmp_path: Path):
+    root = ray_project(tmp_path)
+    assert build(root).exit_code == 0
+    for node, address in (("n1", "10.0.0.1"), ("n2", "10.0.0.2")):
+        doc = compose(root, node)
+        env = doc["services"]["engine"]["environment"]
+        assert env["RAY_NODE_IP_ADDRESS"] == env["RAY_OVERRIDE_NODE_IP_ADDRESS"] == address
+        names = json.loads(container_files(doc)["/root/.config/vllm/ray_non_carry_over_env_vars.json"])
+        # n2 names its own NIC: the head's (unset) must not be copied over it; the addresses differ per node.
+        assert names == sorted(["NCCL_SOCKET_IFNAME", "RAY_NODE_IP_ADDRESS", "RAY_OVERRIDE_NODE_IP_ADDRESS",
+                                "VLLM_HOST_IP"])
+
+
+@pytest.mark.parametrize("files, message", [
+    ({"patch.diff": "x"}, "has no run.sh"),
+    ({"run.sh": "#!/bin/sh\n", "blob.bin": None}, "is not UTF-8 text"),
+    ({"run.sh": "#!/bin/sh\n", "bad name.txt": "x"}, "cannot travel in a compose file"),
+])
+def test_a_bad_mod_is_one_line_naming_the_element(tmp_path: Path, files: dict, message: str):
+    root = project(tmp_path, """\
+        engine = "vllm"
+        docker_image = "img"
+        model = "m/m"
+        mods = ["ok", "bad"]
+        """, mods={"ok": {"run.sh": "#!/bin/sh\n"}})
+    bad = tmp_path / "mods" / "bad"
+    bad.mkdir()
+    for rel, text in files.items():
+        (bad / rel).write_bytes(b"\xff\xfe\x00" if text is None else text.encode())
+    result = build(root)
+    assert result.exit_code == 1
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], result.stderr
+    assert lines[0].startswith("recipes/r/recipe.toml:4:") and "mods[1]" in lines[0]
+    assert not (root / "out").exists()
+
+
+def test_a_missing_mod_names_where_it_looked(tmp_path: Path):
+    root = project(tmp_path, """\
+        engine = "vllm"
+        docker_image = "img"
+        model = "m/m"
+        mods = ["nowhere"]
+        """)
+    result = build(root)
+    assert result.exit_code == 1 and "mod 'nowhere' not found" in result.stderr and "mods[0]" in result.stderr
