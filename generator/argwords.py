@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from generator import shellwords
 from generator.diagnostics import RecipegenError
-from generator.model import Arg, Origin
+from generator.model import Arg, FlagGroup, Origin  # FlagGroup: argwords.FlagGroup for callers
 from generator.tomldoc import TomlDocument
 
 _NUMBER = re.compile(r"^-\d+(\.\d+)?([eE][-+]?\d+)?$")
@@ -54,20 +54,6 @@ def flag_name(word: str) -> str | None:
     if name.startswith("--"):
         return "--" + name[2:].replace("_", "-")
     return name
-
-
-@dataclass(frozen=True)
-class FlagGroup:
-    """A flag and the values after it, or (flag None) words before the first flag."""
-
-    flag: str | None
-    args: tuple[Arg, ...]
-
-    @property
-    def values(self) -> list[str]:
-        head = self.args[0].word if self.args else ""
-        inline = [head.split("=", 1)[1]] if self.flag and "=" in head else []
-        return inline + [a.word for a in self.args[1:]]
 
 
 def group_flags(args: tuple[Arg, ...]) -> list[FlagGroup]:

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from functools import cached_property
 from pathlib import Path
 from typing import Callable
 
+from generator.origin import COMPILER, DEFAULT, Origin  # noqa: F401  (re-exported: the data objects' vocabulary)
 from generator.tomldoc import TomlDocument
 
 # The recipe id is the Compose project name (`name:`) and the Swarm stack name: Compose's rule, no dots.
@@ -25,49 +25,6 @@ RECIPE_SCALARS = ("engine", "name", "docker_image", "docker_image_dir", "dockerf
 # Container options a cluster sets as defaults and a recipe overrides, key by key (schema: both files).
 CONTAINER_KEYS = ("ipc", "memory_limit", "pids_limit", "container_user", "log_max_size", "log_max_files",
                   "health_start_period")
-
-
-class Origin:
-    """Where a value was written: a file and line, and which layer that file is (for `explain`).
-
-    The line is found on first use (`locate`): positions cost a second parse of the file, which only
-    diagnostics and `explain` need, never a clean build.
-    """
-
-    __slots__ = ("layer", "file", "_line", "_locate")
-
-    def __init__(self, layer: str, file: str | None = None, line: int | None = None,
-                 locate: Callable[[], int] | None = None):
-        self.layer = layer  # "recipe", "parent recipe <id>", "cluster", "node <name>", "compiler", "default"
-        self.file = file
-        self._line = line
-        self._locate = locate
-
-    @property
-    def line(self) -> int | None:
-        if self._line is None and self._locate is not None:
-            self._line, self._locate = self._locate(), None
-        return self._line
-
-    def _key(self) -> tuple:
-        return self.layer, self.file, self.line
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Origin) and self._key() == other._key()
-
-    def __hash__(self) -> int:
-        return hash(self._key())
-
-    def __repr__(self) -> str:
-        return f"Origin({self.layer!r}, {self.file!r}, {self.line!r})"
-
-    def __str__(self) -> str:
-        where = f" ({self.file}:{self.line})" if self.file and self.line else (f" ({self.file})" if self.file else "")
-        return self.layer + where
-
-
-COMPILER = Origin("compiler")
-DEFAULT = Origin("default")
 
 
 @dataclass(frozen=True)
@@ -121,6 +78,20 @@ class Arg:
     shell: tuple[str, ...] = ()
 
 
+@dataclass(frozen=True)
+class FlagGroup:
+    """A flag and the values after it, or (flag None) words before the first flag."""
+
+    flag: str | None
+    args: tuple[Arg, ...]
+
+    @property
+    def values(self) -> list[str]:
+        head = self.args[0].word if self.args else ""
+        inline = [head.split("=", 1)[1]] if self.flag and "=" in head else []
+        return inline + [a.word for a in self.args[1:]]
+
+
 @dataclass
 class Recipe:
     """A recipe after `extends` is resolved and defaults are applied."""
@@ -154,17 +125,12 @@ class Recipe:
     origins: dict[str, Origin] = field(default_factory=dict)  # top-level key -> where it was set
     env_origins: dict[str, Origin] = field(default_factory=dict)
     documents: tuple[TomlDocument, ...] = ()  # this recipe first, then its parents
+    flag_groups: tuple[FlagGroup, ...] = ()  # `args` grouped into flags and their values, by the loader
 
     @property
     def document(self) -> TomlDocument:
         return self.documents[0]
 
-    @cached_property
-    def flag_groups(self) -> list:
-        """`args` grouped into flags and their values (argwords.FlagGroup), computed once per recipe."""
-        from generator.argwords import group_flags  # argwords builds on this module's types
-
-        return group_flags(self.args)
 
 
 @dataclass(frozen=True)

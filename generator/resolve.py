@@ -145,7 +145,7 @@ def load_recipe(path: str | Path, recipes_dir: Path | None = None) -> Recipe:
         shm_size=get("shm_size"), entrypoint=tuple(entrypoint), args=args,
         mounts=tuple(mounts.values()), env=env, dockerfile=values.get("dockerfile"), build_args=build_args,
         mods=mods, setup=setup, ray_args=ray_args, container=container,
-        pass_env=tuple(pass_env), unused_removals=tuple(unused),
+        pass_env=tuple(pass_env), unused_removals=tuple(unused), flag_groups=tuple(group_flags(args)),
         origins=origins,
         env_origins=env_origins, documents=tuple(chain))
 

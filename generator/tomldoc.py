@@ -11,12 +11,11 @@ import tomllib
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from generator.diagnostics import Diagnostic, RecipegenError, display_path
+from generator.origin import Origin
 
-if TYPE_CHECKING:
-    from generator.model import Origin
 
 KeyPath = tuple[str | int, ...]
 
@@ -62,10 +61,8 @@ class TomlDocument:
             path = path[:-1]
         return Position(1, 1)
 
-    def origin(self, layer: str, path: KeyPath, value: bool = False) -> "Origin":
+    def origin(self, layer: str, path: KeyPath, value: bool = False) -> Origin:
         """Where `path` is written, located lazily (see Origin)."""
-        from generator.model import Origin
-
         find = self.value_position if value else self.key_position
         return Origin(layer, self.shown, locate=lambda: find(path).line)
 
