@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from generator.diagnostics import Diagnostic, RecipegenError, display_path
+from generator.diagnostics import Diagnostic, RecipegenError, Severity, display_path
 from generator.resolve import RECIPE_FILE, recipe_file
 
 CLUSTER_FILE = "cluster.toml"
@@ -23,6 +23,20 @@ class Project:
                 return cls(folder)
         return cls(start)
 
+    @classmethod
+    def of(cls, refs: tuple[str, ...] | list[str] = (), cluster: Path | None = None) -> "Project":
+        """The project the given recipe or cluster paths live in (the first that names an existing path), so
+        `cd /tmp && recipegen build /p/recipes/x` writes what `cd /p && recipegen build recipes/x` writes; the
+        working directory only when no path is given (recipe ids are looked up there)."""
+        for ref in (*refs, *([cluster] if cluster is not None else [])):
+            path = Path(ref)
+            if path.exists():
+                folder = (path if path.is_dir() else path.parent).resolve()
+                for candidate in (folder, *folder.parents):
+                    if (candidate / "recipes").is_dir() or (candidate / CLUSTER_FILE).is_file():
+                        return cls(candidate)
+        return cls.find()
+
     @property
     def recipes_dir(self) -> Path:
         return self.root / "recipes"
@@ -39,6 +53,37 @@ class Project:
         if not self.recipes_dir.is_dir():
             return []
         return sorted(p / RECIPE_FILE for p in self.recipes_dir.iterdir() if (p / RECIPE_FILE).is_file())
+
+    def skipped_recipes(self) -> list[Diagnostic]:
+        """One warning per entry of recipes/ that `all_recipes` leaves out, naming it and why: a recipe that is
+        silently not built is worse than one that fails. Dotfiles (.gitkeep, editors' files) are not entries."""
+        if not self.recipes_dir.is_dir():
+            return []
+        found = []
+        for entry in sorted(self.recipes_dir.iterdir()):
+            if entry.name.startswith("."):
+                continue
+            recipe = entry / RECIPE_FILE
+            if not entry.is_dir():
+                why = (f"is not a folder: a recipe is recipes/<id>/{RECIPE_FILE}"
+                       + (f" (move it to recipes/{entry.stem}/{RECIPE_FILE})" if entry.suffix == ".toml" else ""))
+            elif recipe.is_file():
+                continue
+            elif recipe.is_symlink() and not recipe.exists():
+                why = f"{RECIPE_FILE} is a symlink to a missing file ({recipe.readlink()})"
+                entry = recipe
+            elif recipe.is_dir():
+                why = f"{RECIPE_FILE} is a folder, not a file"
+                entry = recipe
+            elif recipe.exists():
+                why = f"{RECIPE_FILE} is not a regular file"
+                entry = recipe
+            else:
+                near = sorted(p.name for p in entry.iterdir() if p.suffix.lower() in (".toml", ".tml")
+                              or p.name.lower().startswith("recipe"))
+                why = (f"has no {RECIPE_FILE}" + (f" ({', '.join(near)} is not that name)" if near else ""))
+            found.append(Diagnostic(display_path(entry), None, None, None, f"skipped: {why}", Severity.WARNING))
+        return found
 
     def cluster_files(self) -> list[Path]:
         found = [self.default_cluster] if self.default_cluster.is_file() else []
@@ -86,6 +131,13 @@ class Project:
     def recipe_path(self, ref: str) -> Path:
         """RECIPE on the command line: a recipe.toml, a folder holding one, or a recipe id under recipes/."""
         path = Path(ref)
+        if path.is_file() and path.name != RECIPE_FILE:
+            # The id is the folder's name: building other.toml would replace the output of the folder's recipe.
+            raise RecipegenError(Diagnostic(display_path(path), None, None, None,
+                                            f"a recipe file must be named {RECIPE_FILE}: its id is its folder's "
+                                            f"name, so this would be built as '{path.resolve().parent.name}' and "
+                                            f"replace out/{path.resolve().parent.name}; move it to a folder of its "
+                                            f"own as {RECIPE_FILE}"))
         if path.is_file() or (path / RECIPE_FILE).is_file():
             return recipe_file(path)
         by_id = self.recipes_dir / ref / RECIPE_FILE
