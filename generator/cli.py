@@ -193,7 +193,7 @@ def explain(recipe: str, cluster_path: Path | None, node_name: str | None) -> No
     """Show the resolved RECIPE and each node's exact command and environment, with where each value came from."""
     from generator.explain import explain as explain_plan
 
-    plan, _, warnings = compile_recipe(recipe, inputs(cluster_path))
+    plan, _, warnings = compile_recipe(recipe, inputs(cluster_path, refs=(recipe,)))
     if node_name and node_name not in {n.node.name for n in plan.nodes}:
         raise click.BadParameter(f"'{node_name}' is not one of the recipe's nodes: "
                                  f"{', '.join(n.node.name for n in plan.nodes)}", param_hint="--node")
@@ -220,7 +220,7 @@ def diff(recipes: tuple[str, ...], cluster_path: Path | None, out_dir: Path | No
     from generator.diagnostics import display_path
     from generator.output import differences
 
-    given = inputs(cluster_path, out_dir)
+    given = inputs(cluster_path, out_dir, recipes)
     out = given.out
     result = compile_recipes(given.project.recipe_paths(recipes), given.cluster, given.project.root, out)
     diffs = differences(out, result.files, result.recipe_ids, prune=not recipes)

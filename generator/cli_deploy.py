@@ -19,7 +19,7 @@ def _deployment(recipe: str, cluster_path: Path | None, out_dir: Path | None, fr
     (down, ps, logs: a recipe that no longer compiles can still be watched and stopped)."""
     from generator.deploy.targets import deployment, deployment_from_out
 
-    given = inputs(cluster_path, out_dir)
+    given = inputs(cluster_path, out_dir, (recipe,))
     if not fresh:
         return deployment_from_out(given.project.recipe_id(recipe), given.cluster, given.out)
     plan, files, _ = compile_recipe(recipe, given)

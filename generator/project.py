@@ -17,25 +17,32 @@ class Project:
 
     @classmethod
     def find(cls, start: Path | None = None) -> "Project":
-        start = (start or Path.cwd()).resolve()
-        for folder in (start, *start.parents):
-            if (folder / "recipes").is_dir() or (folder / CLUSTER_FILE).is_file():
-                return cls(folder)
-        return cls(start)
+        return cls._around(start or Path.cwd()) or cls((start or Path.cwd()).resolve())
+
+    @classmethod
+    def _around(cls, start: Path) -> "Project | None":
+        folder = start.resolve()
+        if not folder.is_dir():
+            folder = folder.parent
+        for candidate in (folder, *folder.parents):
+            if (candidate / "recipes").is_dir() or (candidate / CLUSTER_FILE).is_file():
+                return cls(candidate)
+        return None
 
     @classmethod
     def of(cls, refs: tuple[str, ...] | list[str] = (), cluster: Path | None = None) -> "Project":
-        """The project the given recipe or cluster paths live in (the first that names an existing path), so
-        `cd /tmp && recipegen build /p/recipes/x` writes what `cd /p && recipegen build recipes/x` writes; the
-        working directory only when no path is given (recipe ids are looked up there)."""
-        for ref in (*refs, *([cluster] if cluster is not None else [])):
-            path = Path(ref)
-            if path.exists():
-                folder = (path if path.is_dir() else path.parent).resolve()
-                for candidate in (folder, *folder.parents):
-                    if (candidate / "recipes").is_dir() or (candidate / CLUSTER_FILE).is_file():
-                        return cls(candidate)
-        return cls.find()
+        """The project the given recipe paths live in, so `cd /tmp && recipegen build /p/recipes/x` writes what
+        `cd /p && recipegen build recipes/x` writes (headers, out/). Recipe ids are looked up in the working
+        directory's project; with none around, the cluster file's project; the working directory last."""
+        for ref in refs:
+            if Path(ref).exists():
+                found = cls._around(Path(ref))
+                if found is not None:
+                    return found
+        here = cls._around(Path.cwd())
+        if here is None and cluster is not None and cluster.exists():
+            here = cls._around(cluster)
+        return here or cls(Path.cwd().resolve())
 
     @property
     def recipes_dir(self) -> Path:

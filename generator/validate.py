@@ -46,7 +46,7 @@ def _expand(path: Path) -> list[Path]:
 
 
 def validate_paths(paths: list[Path], cluster_path: Path | None) -> list[Diagnostic]:
-    project = Project.find()
+    project = Project.of([str(p) for p in paths], cluster_path)
     if not paths:
         paths = project.cluster_files() + project.all_recipes()
         if not paths:

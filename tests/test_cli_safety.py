@@ -352,3 +352,47 @@ def test_a_stray_hand_written_file_is_reported_and_kept(project: Path):
     result = run("build")
     assert result.exit_code == 1 and "spark1/.env: error: was not written by recipegen" in result.stderr
     assert extra.read_text() == "A=1\n"
+
+
+# --- the project is found from the paths given, not from the working directory ----------------------------------
+
+@pytest.mark.parametrize("args", [
+    lambda p: ["build", str(p / "recipes" / "glm-4-5-air-sglang"), "--cluster", str(p / "cluster.toml")],
+    lambda p: ["build", str(p / "recipes" / "glm-4-5-air-sglang" / "recipe.toml")],
+    lambda p: ["build", str(p / "recipes" / "glm-4-5-air-sglang") + "/"],
+    lambda p: ["build", "--cluster", str(p / "cluster.toml")],
+], ids=["folder-and-cluster", "file", "folder-slash", "cluster-only"])
+def test_building_from_outside_the_project_writes_what_building_inside_does(project: Path, args, tmp_path_factory,
+                                                                            monkeypatch):
+    assert run("build", "--out", "inside").exit_code == 0
+    inside = {k: v for k, v in tree(project / "inside").items()}
+    monkeypatch.chdir(tmp_path_factory.mktemp("elsewhere"))
+    result = run(*args(project))
+    assert result.exit_code == 0, result.output
+    built = tree(project / "out")  # the project's out/, not the working directory's
+    assert built and all(built[k] == inside[k] for k in built), "headers differ when built from elsewhere"
+    assert not (Path.cwd() / "out").exists()
+
+
+def test_a_recipe_id_with_a_foreign_cluster_uses_the_working_directorys_project(project: Path, tmp_path_factory):
+    lab = tmp_path_factory.mktemp("lab") / "lab.toml"
+    shutil.copy(project / "cluster.toml", lab)
+    result = run("build", "glm-4-5-air-sglang", "--cluster", str(lab))
+    assert result.exit_code == 0, result.output
+    assert (project / "out" / "glm-4-5-air-sglang" / "stack.yaml").is_file()
+
+
+@pytest.mark.parametrize("where", ["../../../context-outside", "/abs-outside"])
+def test_a_build_context_outside_the_project_is_refused(project: Path, tmp_path_factory, where: str):
+    outside = tmp_path_factory.mktemp("ctx") / "context-outside"
+    outside.mkdir()
+    (outside / "Dockerfile").write_text("FROM scratch\n")
+    recipe = project / "recipes" / "qwen3-coder-30b-a3b-fp8"
+    value = os.path.relpath(outside, recipe) if where.startswith("..") else str(outside)
+    _edit(recipe / "recipe.toml", "\nmodel = ", f'\ndocker_image_dir = "{value}"\nmodel = ')
+    result = run("build", "qwen3-coder-30b-a3b-fp8")
+    assert result.exit_code == 1
+    line = [ln for ln in result.stderr.splitlines() if "docker_image_dir" in ln]
+    assert line and line[0].startswith("recipes/qwen3-coder-30b-a3b-fp8/recipe.toml:"), result.stderr
+    assert "is outside the project" in line[0]
+    assert not (project / "out").exists()
