@@ -62,35 +62,7 @@ class Project:
         return sorted(p / RECIPE_FILE for p in self.recipes_dir.iterdir() if (p / RECIPE_FILE).is_file())
 
     def skipped_recipes(self) -> list[Diagnostic]:
-        """One warning per entry of recipes/ that `all_recipes` leaves out, naming it and why: a recipe that is
-        silently not built is worse than one that fails. Dotfiles (.gitkeep, editors' files) are not entries."""
-        if not self.recipes_dir.is_dir():
-            return []
-        found = []
-        for entry in sorted(self.recipes_dir.iterdir()):
-            if entry.name.startswith("."):
-                continue
-            recipe = entry / RECIPE_FILE
-            if not entry.is_dir():
-                why = (f"is not a folder: a recipe is recipes/<id>/{RECIPE_FILE}"
-                       + (f" (move it to recipes/{entry.stem}/{RECIPE_FILE})" if entry.suffix == ".toml" else ""))
-            elif recipe.is_file():
-                continue
-            elif recipe.is_symlink() and not recipe.exists():
-                why = f"{RECIPE_FILE} is a symlink to a missing file ({recipe.readlink()})"
-                entry = recipe
-            elif recipe.is_dir():
-                why = f"{RECIPE_FILE} is a folder, not a file"
-                entry = recipe
-            elif recipe.exists():
-                why = f"{RECIPE_FILE} is not a regular file"
-                entry = recipe
-            else:
-                near = sorted(p.name for p in entry.iterdir() if p.suffix.lower() in (".toml", ".tml")
-                              or p.name.lower().startswith("recipe"))
-                why = (f"has no {RECIPE_FILE}" + (f" ({', '.join(near)} is not that name)" if near else ""))
-            found.append(Diagnostic(display_path(entry), None, None, None, f"skipped: {why}", Severity.WARNING))
-        return found
+        return skipped_entries(self.recipes_dir)
 
     def cluster_files(self) -> list[Path]:
         found = [self.default_cluster] if self.default_cluster.is_file() else []
@@ -155,3 +127,37 @@ class Project:
         raise RecipegenError(Diagnostic(display_path(ref), None, None, None,
                                         f"no such recipe (not a file, a folder with {RECIPE_FILE}, "
                                         f"or a recipe id under {display_path(self.recipes_dir)})"))
+
+
+def skipped_entries(folder: Path) -> list[Diagnostic]:
+    """One warning per entry of a recipes folder that `all_recipes` leaves out, naming it and why: a recipe that is
+    silently not built is worse than one that fails. Dotfiles (.gitkeep, editors' files) are not entries."""
+    if not folder.is_dir():
+        return []
+    found = []
+    for entry in sorted(folder.iterdir()):
+        if entry.name.startswith("."):
+            continue
+        recipe = entry / RECIPE_FILE
+        if not entry.is_dir():
+            if entry.suffix.lower() not in (".toml", ".tml"):
+                continue  # a README beside the recipes is not a recipe someone expects built
+            why = f"is not a folder: a recipe is recipes/<id>/{RECIPE_FILE} (move it to {entry.stem}/{RECIPE_FILE})"
+        elif recipe.is_file():
+            continue
+        elif recipe.is_symlink() and not recipe.exists():
+            why = f"{RECIPE_FILE} is a symlink to a missing file ({recipe.readlink()})"
+            entry = recipe
+        elif recipe.is_dir():
+            why = f"{RECIPE_FILE} is a folder, not a file"
+            entry = recipe
+        elif recipe.exists():
+            why = f"{RECIPE_FILE} is not a regular file"
+            entry = recipe
+        else:
+            near = sorted(p.name for p in entry.iterdir() if p.suffix.lower() in (".toml", ".tml")
+                          or p.name.lower().startswith("recipe"))
+            why = (f"has no {RECIPE_FILE}" + (f" ({', '.join(near)} is not that name)" if near else ""))
+        shown = f"{display_path(entry.parent)}/{entry.name}"  # the link itself, not where it points
+        found.append(Diagnostic(shown, None, None, None, f"skipped: {why}", Severity.WARNING))
+    return found

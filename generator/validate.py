@@ -9,7 +9,7 @@ from pathlib import Path
 from generator.diagnostics import Diagnostic, RecipegenError, display_path
 from generator.lint import lint_cluster, lint_recipe
 from generator.model import Cluster
-from generator.project import Project
+from generator.project import Project, skipped_entries
 from generator.resolve import RECIPE_FILE, cluster_from_document, load_checked, load_recipe
 
 _SCHEMA_DIRECTIVE = re.compile(r"^#:schema\s+(\S+)")
@@ -36,24 +36,30 @@ def file_kind(path: Path) -> str:
     return "cluster" if path.name.startswith("cluster") else "recipe"
 
 
-def _expand(path: Path) -> list[Path]:
-    """A folder of recipe folders (recipes/) stands for every recipe in it."""
-    if path.is_dir() and not (path / RECIPE_FILE).exists():
+def _expand(path: Path) -> tuple[list[Path], list[Diagnostic]]:
+    """A folder of recipe folders (recipes/) stands for every recipe in it; what it leaves out is said."""
+    if path.is_dir() and not (path / RECIPE_FILE).exists() and not (path / RECIPE_FILE).is_symlink():
         inside = sorted(p / RECIPE_FILE for p in path.iterdir() if (p / RECIPE_FILE).is_file())
         if inside:
-            return inside
-    return [path]
+            return inside, skipped_entries(path)
+    return [path], []
 
 
 def validate_paths(paths: list[Path], cluster_path: Path | None) -> list[Diagnostic]:
     project = Project.of([str(p) for p in paths], cluster_path)
+    findings: list[Diagnostic] = []
     if not paths:
         paths = project.cluster_files() + project.all_recipes()
+        findings += project.skipped_recipes()
         if not paths:
-            raise RecipegenError(Diagnostic(display_path(project.root), None, None, None,
-                                            "nothing to validate: no recipes/ and no cluster.toml here"))
-    paths = [p for path in paths for p in _expand(path)]
-    findings: list[Diagnostic] = []
+            raise RecipegenError(findings + [Diagnostic(display_path(project.root), None, None, None,
+                                                        "nothing to validate: no recipes/ and no cluster.toml here")])
+    expanded = []
+    for path in paths:
+        found, skipped = _expand(path)
+        expanded += found
+        findings += skipped
+    paths = expanded
     cluster: Cluster | None = None
     cluster_file = cluster_path or project.default_cluster
     if cluster_path is not None or cluster_file.is_file():

@@ -396,3 +396,67 @@ def test_a_build_context_outside_the_project_is_refused(project: Path, tmp_path_
     assert line and line[0].startswith("recipes/qwen3-coder-30b-a3b-fp8/recipe.toml:"), result.stderr
     assert "is outside the project" in line[0]
     assert not (project / "out").exists()
+
+
+# --- recipe discovery says what it skips -------------------------------------------------------------------------
+
+def _misnamed(name: str):
+    def make(recipes: Path) -> Path:
+        (recipes / "qwen3-coder-30b-a3b-fp8" / "recipe.toml").rename(recipes / "qwen3-coder-30b-a3b-fp8" / name)
+        return recipes / "qwen3-coder-30b-a3b-fp8"
+    return make
+
+
+def _dangling(recipes: Path) -> Path:
+    (recipes / "extra").mkdir()
+    (recipes / "extra" / "recipe.toml").symlink_to(recipes / "gone.toml")
+    return recipes / "extra" / "recipe.toml"
+
+
+def _folder_named_recipe(recipes: Path) -> Path:
+    (recipes / "extra" / "recipe.toml").mkdir(parents=True)
+    return recipes / "extra" / "recipe.toml"
+
+
+def _empty_folder(recipes: Path) -> Path:
+    (recipes / "extra").mkdir()
+    return recipes / "extra"
+
+
+def _loose_file(recipes: Path) -> Path:
+    shutil.copy(recipes / "glm-4-5-air-sglang" / "recipe.toml", recipes / "extra.toml")
+    return recipes / "extra.toml"
+
+
+@pytest.mark.parametrize("make, why", [
+    (_misnamed("Recipe.toml"), "has no recipe.toml (Recipe.toml is not that name)"),
+    (_misnamed("recipe.tml"), "has no recipe.toml (recipe.tml is not that name)"),
+    (_dangling, "recipe.toml is a symlink to a missing file"),
+    (_folder_named_recipe, "recipe.toml is a folder, not a file"),
+    (_empty_folder, "has no recipe.toml"),
+    (_loose_file, "is not a folder: a recipe is recipes/<id>/recipe.toml (move it to extra/recipe.toml)"),
+], ids=["Recipe.toml", "recipe.tml", "dangling-symlink", "folder-named-recipe.toml", "empty-folder", "loose-file"])
+@pytest.mark.parametrize("command", [["build"], ["build", "--check"], ["validate"], ["validate", "recipes"]])
+def test_every_skipped_recipe_is_named_with_the_reason(project: Path, make, why: str, command: list[str]):
+    assert run("build").exit_code == 0
+    (project / "recipes" / "README.md").write_text("not a recipe, not a warning\n")
+    (project / "recipes" / ".gitkeep").write_text("")
+    skipped = make(project / "recipes")
+    result = run(*command)
+    warnings = [ln for ln in result.stderr.splitlines() if ": warning: skipped:" in ln]
+    assert len(warnings) == 1 and warnings[0].startswith(f"{skipped.relative_to(project)}: warning: skipped: {why}"), \
+        result.stderr
+
+
+@pytest.mark.parametrize("name", ["other.toml", "recipe.toml.bak", "Recipe.toml"])
+def test_a_file_not_named_recipe_toml_is_not_built_under_its_folders_id(project: Path, name: str):
+    assert run("build").exit_code == 0
+    before = tree(project / "out")
+    other = project / "recipes" / "glm-4-5-air-sglang" / name
+    shutil.copy(project / "recipes" / "qwen3-coder-30b-a3b-fp8" / "recipe.toml", other)
+    for command in ("build", "explain"):
+        result = run(command, str(other))
+        assert result.exit_code == 1
+        assert (f"recipes/glm-4-5-air-sglang/{name}: error: a recipe file must be named recipe.toml: its id is "
+                "its folder's name, so this would be built as 'glm-4-5-air-sglang'") in result.stderr
+    assert tree(project / "out") == before
