@@ -6,8 +6,8 @@ import re
 import tomllib
 from pathlib import Path
 
-from generator.diagnostics import Diagnostic, RecipegenError, display_path
-from generator.lint import lint_cluster, lint_recipe
+from generator.diagnostics import Diagnostic, RecipegenError, Severity, display_path
+from generator.lint import RULES, lint_cluster, lint_recipe
 from generator.model import Cluster
 from generator.project import Project, skipped_entries
 from generator.resolve import RECIPE_FILE, cluster_from_document, load_checked, load_recipe
@@ -56,7 +56,11 @@ def validate_paths(paths: list[Path], cluster_path: Path | None) -> list[Diagnos
                                                         "nothing to validate: no recipes/ and no cluster.toml here")])
     expanded = []
     for path in paths:
-        found, skipped = _expand(path)
+        try:
+            found, skipped = _expand(_by_id(path, project))
+        except RecipegenError as exc:  # the other files are still checked
+            findings += exc.diagnostics
+            continue
         expanded += found
         findings += skipped
     paths = expanded
@@ -70,7 +74,9 @@ def validate_paths(paths: list[Path], cluster_path: Path | None) -> list[Diagnos
             cluster = cluster_from_document(document)
         except RecipegenError as exc:
             findings += exc.diagnostics
+    recipes_linted = False
     for path in paths:
+        findings += _directive_findings(path)
         try:
             if file_kind(path) == "cluster":
                 if cluster is None or path.resolve() != cluster.path.resolve():
@@ -79,6 +85,48 @@ def validate_paths(paths: list[Path], cluster_path: Path | None) -> list[Diagnos
                     cluster_from_document(document)
             else:
                 findings += lint_recipe(load_recipe(path, project.recipes_dir), cluster)
+                recipes_linted = True
         except RecipegenError as exc:
             findings += exc.diagnostics
+    if recipes_linted and cluster is None and cluster_path is None:
+        # `ok` would claim rules passed that never ran: name them and how to run them.
+        skipped = ", ".join(r.id for r in RULES if r.needs_cluster)
+        findings.append(Diagnostic(display_path(cluster_file), None, None, None,
+                                   f"no cluster file, so the cluster-dependent rules ({skipped}) were skipped or "
+                                   "checked against defaults; pass --cluster FILE", Severity.WARNING, "no-cluster"))
     return list(dict.fromkeys(findings))
+
+
+def _by_id(path: Path, project: Project) -> Path:
+    """`validate ID` like `build ID`: a name that is not a path but a recipe id under recipes/ is that recipe."""
+    if path.exists() or path.is_symlink() or len(path.parts) != 1 or path.suffix in (".toml", ".tml"):
+        return path
+    by_id = project.recipes_dir / path / RECIPE_FILE
+    if by_id.is_file():
+        return by_id
+    raise RecipegenError(Diagnostic(str(path), None, None, None,
+                                    f"no such file, and no recipe id '{path}' under "
+                                    f"{display_path(project.recipes_dir)}/ (looked for {display_path(by_id)})"))
+
+
+def _directive_findings(path: Path) -> list[Diagnostic]:
+    """A `#:schema` path that reaches no file breaks editors' checking without a word: say it here."""
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(4096).decode("utf-8", "replace")
+    except OSError:
+        return []  # loading the file reports why it cannot be read
+    for number, line in enumerate(head.lstrip("\ufeff").splitlines()[:20], 1):
+        directive = _SCHEMA_DIRECTIVE.match(line)
+        if not directive:
+            if line.strip() and not line.lstrip().startswith("#"):
+                return []  # directives sit in the leading comments
+            continue
+        target = directive[1]
+        if "://" in target or (path.parent / target).is_file():
+            return []
+        return [Diagnostic(display_path(path), number, 1, None,
+                           f"#:schema {target} is not a file relative to this file ({display_path(path.parent)}/); "
+                           "editors then check nothing. In a subfolder, climb to schema/ (e.g. "
+                           "`#:schema ../schema/cluster.schema.json`); `recipegen schema` writes schema/", Severity.WARNING, "schema-directive")]
+    return []

@@ -22,6 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 @pytest.fixture
 def project(tmp_path: Path, monkeypatch) -> Path:
     shutil.copytree(ROOT / "recipes", tmp_path / "recipes")
+    shutil.copytree(ROOT / "schema", tmp_path / "schema")  # the files' #:schema directives reach it
     shutil.copy(ROOT / "cluster.toml", tmp_path / "cluster.toml")
     monkeypatch.chdir(tmp_path)
     return tmp_path
@@ -460,3 +461,69 @@ def test_a_file_not_named_recipe_toml_is_not_built_under_its_folders_id(project:
         assert (f"recipes/glm-4-5-air-sglang/{name}: error: a recipe file must be named recipe.toml: its id is "
                 "its folder's name, so this would be built as 'glm-4-5-air-sglang'") in result.stderr
     assert tree(project / "out") == before
+
+
+# --- validate says what it could not check, and takes ids --------------------------------------------------------
+
+@pytest.mark.parametrize("args", [[], ["recipes"], ["glm-4-5-air-sglang"], ["recipes/glm-4-5-air-sglang/recipe.toml"]])
+def test_validate_without_a_cluster_names_the_rules_it_skipped(project: Path, args: list[str]):
+    from generator.lint import RULES
+
+    (project / "cluster.toml").unlink()
+    result = run("validate", *args)
+    assert result.exit_code == 0, result.output
+    assert "ok" not in result.stdout.split()
+    line = [ln for ln in result.stderr.splitlines() if "warning[no-cluster]" in ln]
+    assert len(line) == 1, result.stderr
+    needing = [r.id for r in RULES if r.needs_cluster]
+    assert {"too-many-nodes", "gpu-memory", "fabric-env"} <= set(needing)
+    assert all(rule_id in line[0] for rule_id in needing) and "--cluster" in line[0]
+    assert run("validate", "--strict", *args).exit_code == 1
+    shutil.copy(ROOT / "cluster.toml", project / "lab.toml")
+    result = run("validate", "--cluster", "lab.toml", *args)
+    assert result.exit_code == 0 and "no-cluster" not in result.stderr and result.stdout.strip() == "ok"
+
+
+def test_a_cluster_file_alone_needs_no_cluster_warning(project: Path):
+    result = run("validate", "cluster.toml")
+    assert result.exit_code == 0 and result.stdout.strip() == "ok", result.output
+
+
+@pytest.mark.parametrize("ref", ["glm-4-5-air-sglang", "qwen3-coder-30b-a3b-fp8"])
+def test_validate_takes_recipe_ids_like_build_and_explain(project: Path, ref: str):
+    assert run("validate", ref).exit_code == 0
+    _edit(project / "recipes" / ref / "recipe.toml", "engine = ", 'engine = "vlm"\nx_engine = ')
+    result = run("validate", ref)
+    assert result.exit_code == 1 and f"recipes/{ref}/recipe.toml:" in result.stderr
+
+
+def test_validate_names_an_id_it_cannot_find_and_checks_the_rest(project: Path):
+    result = run("validate", "no-such-recipe", "glm-4-5-air-sglang")
+    assert result.exit_code == 1
+    assert result.stderr.splitlines() == [
+        "no-such-recipe: error: no such file, and no recipe id 'no-such-recipe' under recipes/ "
+        "(looked for recipes/no-such-recipe/recipe.toml)"]
+
+
+@pytest.mark.parametrize("where, directive, ok", [
+    ("clusters/lab.toml", "#:schema ../schema/cluster.schema.json", True),
+    ("clusters/lab.toml", "#:schema ./schema/cluster.schema.json", False),
+    ("cluster.toml", "#:schema ./schema/cluster.schema.json", True),
+    ("cluster.toml", "#:schema schema/cluster.schema.jsn", False),
+    ("recipes/glm-4-5-air-sglang/recipe.toml", "#:schema ../../schema/recipe.schema.json", True),
+    ("recipes/glm-4-5-air-sglang/recipe.toml", "#:schema ../schema/recipe.schema.json", False),
+    ("cluster.toml", "#:schema https://example.invalid/cluster.schema.json", True),
+])
+def test_a_schema_directive_that_reaches_no_file_is_a_warning(project: Path, where: str, directive: str, ok: bool):
+    target = project / where
+    source = ROOT / ("cluster.toml" if "cluster" in where or where.startswith("clusters") else where)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    body = source.read_text().split("\n", 1)[1]
+    target.write_text(f"# a comment first\n{directive}\n{body}")
+    result = run("validate", where)
+    warned = [ln for ln in result.stderr.splitlines() if "warning[schema-directive]" in ln]
+    if ok:
+        assert not warned and result.exit_code == 0, result.output
+    else:
+        assert len(warned) == 1 and warned[0].startswith(f"{where}:2:1: warning[schema-directive]: {directive}")
+        assert run("validate", "--strict", where).exit_code == 1
