@@ -74,7 +74,7 @@ def inputs(cluster_path: Path | None, out_dir: Path | None = None, refs: tuple[s
     return Inputs(project, cluster, warnings, out_dir or project.default_out)
 
 
-cluster_option = click.option("--cluster", "cluster_path", type=click.Path(path_type=Path),
+cluster_option = click.option("--cluster", "cluster_path", type=click.Path(path_type=Path, readable=False),
                               help="Cluster file (default: cluster.toml of the project).")
 
 
@@ -140,7 +140,7 @@ _KIND = {"symlink": "a symlink where recipegen writes a file", "stray": "an empt
 
 
 @main.command()
-@click.argument("files", nargs=-1, type=click.Path(path_type=Path))
+@click.argument("files", nargs=-1, type=click.Path(path_type=Path, readable=False))  # load says why
 @cluster_option
 @click.option("--strict", is_flag=True, help="Warnings fail too.")
 def validate(files: tuple[Path, ...], cluster_path: Path | None, strict: bool) -> None:
