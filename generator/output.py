@@ -198,11 +198,16 @@ def recover(out_dir: Path) -> list[Diagnostic]:
     left; returns one warning line per thing done, so the user is told."""
     said: list[Diagnostic] = []
     journal = out_dir / JOURNAL
-    if journal.is_file():
+    journalled = journal.is_file()
+    if journalled:
         try:
             record = json.loads(journal.read_text("utf-8"))
             staging, trash = out_dir / record["staging"], out_dir / record["trash"]
             names, new = list(record["names"]), set(record["new"])
+            # The journal is a file in out/: it may only move plain names inside out/.
+            if not all(isinstance(n, str) and n not in ("", ".", "..") and Path(n).name == n
+                       for n in (record["staging"] or "x", record["trash"], *names, *new)):
+                raise ValueError("a name in it is not a plain folder name")
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise _fail(journal, f"cannot read the journal of an interrupted build ({exc}); check out/ by hand, "
                                  "then delete it") from None
@@ -235,7 +240,7 @@ def recover(out_dir: Path) -> list[Diagnostic]:
             shutil.rmtree(path)
         else:
             path.unlink()
-        if path.name != JOURNAL and not path.name.startswith(JOURNAL):
+        if not journalled and not path.name.startswith(JOURNAL):  # after a recovery, its folders go quietly
             said.append(Diagnostic(display_path(path), None, None, None,
                                    "removed what an interrupted build left", Severity.WARNING))
     return said

@@ -527,3 +527,22 @@ def test_a_schema_directive_that_reaches_no_file_is_a_warning(project: Path, whe
     else:
         assert len(warned) == 1 and warned[0].startswith(f"{where}:2:1: warning[schema-directive]: {directive}")
         assert run("validate", "--strict", where).exit_code == 1
+
+
+@pytest.mark.parametrize("record", [
+    {"staging": ".recipegen-staging-x", "trash": ".recipegen-old-y", "names": ["../recipes"], "new": []},
+    {"staging": "../..", "trash": ".recipegen-old-y", "names": ["glm-4-5-air-sglang"], "new": ["glm-4-5-air-sglang"]},
+    {"staging": ".recipegen-staging-x", "trash": "/tmp", "names": [], "new": []},
+    {"names": []},
+    "not an object",
+], ids=["name-climbs-out", "staging-climbs-out", "absolute-trash", "missing-keys", "not-an-object"])
+def test_a_damaged_or_hostile_journal_moves_nothing(project: Path, record):
+    import json
+
+    assert run("build").exit_code == 0
+    before = tree(project)
+    (project / "out" / ".recipegen-journal.json").write_text(json.dumps(record))
+    result = run("build")
+    assert result.exit_code == 1
+    assert "out/.recipegen-journal.json: error: cannot read the journal of an interrupted build" in result.stderr
+    assert {k: v for k, v in tree(project).items() if ".recipegen-journal" not in k} == before
