@@ -1,9 +1,20 @@
-"""Pure pieces of the deployer: uptime from docker's timestamps, readiness parsing."""
+"""Pieces of the deployer that run offline: uptime from docker's timestamps, readiness parsing, and what the
+deploy commands say when docker fails (against a fake `docker` on PATH)."""
 
 from __future__ import annotations
 
+import json
+import os
+import shutil
+import sys
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 
+import pytest
+from click.testing import CliRunner
+
+from generator.cli import main
+from generator.deploy.docker import DockerError
 from generator.deploy.operate import _model_ids, _seconds, _since
 
 
@@ -28,17 +39,6 @@ def test_served_models_and_durations():
 
 # --- the CLI against a fake `docker` on PATH (offline): what each failure says -----------------------------------
 
-import json  # noqa: E402
-import os  # noqa: E402
-import shutil  # noqa: E402
-import sys  # noqa: E402
-from pathlib import Path  # noqa: E402
-
-import pytest  # noqa: E402
-from click.testing import CliRunner  # noqa: E402
-
-from generator.cli import main  # noqa: E402
-from generator.deploy.docker import DockerError  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 
