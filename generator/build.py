@@ -10,6 +10,7 @@ from pathlib import Path
 from generator.diagnostics import Diagnostic, RecipegenError
 from generator.lint import lint_cluster, lint_recipe
 from generator.model import Cluster
+from generator.output import stamp
 from generator.plan import RecipePlan, plan_recipe
 from generator.render import render_node, render_stack
 from generator.resolve import load_cluster, load_recipe
@@ -96,8 +97,8 @@ def compile_one(path: Path, cluster: Cluster, root: Path, out_dir: Path,
     if failing:
         raise RecipegenError(findings)
     plan = plan_recipe(recipe, cluster, root, out_dir)
-    files = {f"{recipe.id}/{node.node.name}/compose.yaml": render_node(plan, node.rank) for node in plan.nodes}
-    files[f"{recipe.id}/stack.yaml"] = render_stack(plan)
+    files = {f"{recipe.id}/{node.node.name}/compose.yaml": stamp(render_node(plan, node.rank)) for node in plan.nodes}
+    files[f"{recipe.id}/stack.yaml"] = stamp(render_stack(plan))
     for name, text in files.items():
         verify_compose(text, f"{out_dir.name}/{name}")
     return plan, files, findings

@@ -65,16 +65,16 @@ class Inputs:
     out: Path
 
 
-def inputs(cluster_path: Path | None, out_dir: Path | None = None) -> Inputs:
+def inputs(cluster_path: Path | None, out_dir: Path | None = None, refs: tuple[str, ...] = ()) -> Inputs:
     from generator.build import load_checked_cluster
     from generator.project import Project
 
-    project = Project.find()
+    project = Project.of(refs, cluster_path)
     cluster, warnings = load_checked_cluster(cluster_path or project.default_cluster)
     return Inputs(project, cluster, warnings, out_dir or project.default_out)
 
 
-cluster_option = click.option("--cluster", "cluster_path", type=click.Path(path_type=Path),
+cluster_option = click.option("--cluster", "cluster_path", type=click.Path(path_type=Path, readable=False),
                               help="Cluster file (default: cluster.toml of the project).")
 
 
@@ -84,42 +84,63 @@ cluster_option = click.option("--cluster", "cluster_path", type=click.Path(path_
 @click.option("--out", "out_dir", type=click.Path(path_type=Path), help="Output folder (default: out/).")
 @click.option("--check", is_flag=True, help="Write nothing; exit 1 when the output folder differs from a fresh build.")
 @click.option("--strict", is_flag=True, help="Lint warnings fail the build too.")
-def build(recipes: tuple[str, ...], cluster_path: Path | None, out_dir: Path | None, check: bool, strict: bool) -> None:
+@click.option("--force", is_flag=True,
+              help="Replace files in the output folder that were edited or not written by recipegen (they are lost).")
+def build(recipes: tuple[str, ...], cluster_path: Path | None, out_dir: Path | None, check: bool, strict: bool,
+          force: bool) -> None:
     """Compile RECIPES (recipe.toml files, their folders or ids; none = every recipe under recipes/)."""
     from generator.build import compile_recipes
-    from generator.output import Stager, differences
+    from generator.output import Stager, differences, leftover_problems, recover
 
-    given = inputs(cluster_path, out_dir)
+    given = inputs(cluster_path, out_dir, recipes)
     project, cluster, out = given.project, given.cluster, given.out
     paths = project.recipe_paths(recipes)
     if not paths:
         raise RecipegenError(Diagnostic(str(project.recipes_dir), None, None, None, "no recipes to build"))
     project.check_out_dir(out)
     _print(given.cluster_warnings)
+    if not recipes:
+        _print(project.skipped_recipes())
     if strict and given.cluster_warnings:
         sys.exit(1)
     prune = not recipes
     if not check:
-        with Stager(out) as stager:  # stages recipes as they compile; nothing lands unless all of them do
+        _print(recover(out))  # a build killed mid-swap: finish it first, and say so
+        with Stager(out, force) as stager:  # stages recipes as they compile; nothing lands unless all of them do
             result = compile_recipes(paths, cluster, project.root, out, strict, on_result=stager.offer)
             diffs = stager.commit(result.recipe_ids, prune)
         _print(result.warnings)
+        for d in diffs:
+            if d.kind in ("symlink", "stray"):
+                click.echo(f"{_shown_in(out, d.path)}: replaced ({_KIND[d.kind]})", err=True)
         click.echo(f"{out}: {len(result.files)} files for {len(result.recipe_ids)} recipe(s), {len(diffs)} changed")
         return
     result = compile_recipes(paths, cluster, project.root, out, strict)
     _print(result.warnings)
+    interrupted = leftover_problems(out)
+    _print(interrupted)
     diffs = differences(out, result.files, result.recipe_ids, prune)
     for d in diffs[:20]:
-        click.echo(f"{out / d.path}: {d.kind}", err=True)
-    if diffs:
+        click.echo(f"{_shown_in(out, d.path)}: {_KIND.get(d.kind, d.kind)}", err=True)
+    if diffs or interrupted:
         more = f" ({len(diffs) - 20} more not shown)" if len(diffs) > 20 else ""
-        click.echo(f"{out}: {len(diffs)} file(s) differ from a fresh build{more}; run `recipegen build`", err=True)
+        click.echo(f"{out}: {len(diffs) + len(interrupted)} difference(s) from a fresh build{more}; "
+                   "run `recipegen build`", err=True)
         sys.exit(1)
     click.echo(f"{out}: up to date ({len(result.files)} files)")
 
 
+def _shown_in(out: Path, relative: str) -> str:
+    from generator.diagnostics import display_path
+
+    return f"{display_path(out)}/{relative}"  # not resolved: a symlink is named, not its target
+
+
+_KIND = {"symlink": "a symlink where recipegen writes a file", "stray": "an empty folder a build does not make"}
+
+
 @main.command()
-@click.argument("files", nargs=-1, type=click.Path(path_type=Path))
+@click.argument("files", nargs=-1, type=click.Path(path_type=Path, readable=False))  # load says why
 @cluster_option
 @click.option("--strict", is_flag=True, help="Warnings fail too.")
 def validate(files: tuple[Path, ...], cluster_path: Path | None, strict: bool) -> None:
@@ -172,7 +193,7 @@ def explain(recipe: str, cluster_path: Path | None, node_name: str | None) -> No
     """Show the resolved RECIPE and each node's exact command and environment, with where each value came from."""
     from generator.explain import explain as explain_plan
 
-    plan, _, warnings = compile_recipe(recipe, inputs(cluster_path))
+    plan, _, warnings = compile_recipe(recipe, inputs(cluster_path, refs=(recipe,)))
     if node_name and node_name not in {n.node.name for n in plan.nodes}:
         raise click.BadParameter(f"'{node_name}' is not one of the recipe's nodes: "
                                  f"{', '.join(n.node.name for n in plan.nodes)}", param_hint="--node")
@@ -199,7 +220,7 @@ def diff(recipes: tuple[str, ...], cluster_path: Path | None, out_dir: Path | No
     from generator.diagnostics import display_path
     from generator.output import differences
 
-    given = inputs(cluster_path, out_dir)
+    given = inputs(cluster_path, out_dir, recipes)
     out = given.out
     result = compile_recipes(given.project.recipe_paths(recipes), given.cluster, given.project.root, out)
     diffs = differences(out, result.files, result.recipe_ids, prune=not recipes)
@@ -207,6 +228,9 @@ def diff(recipes: tuple[str, ...], cluster_path: Path | None, out_dir: Path | No
         shown = display_path(out / d.path)
         if d.kind == "stale" and d.path.endswith("/"):
             click.echo(f"--- {shown}/ (would be removed: no such recipe)")
+            continue
+        if d.kind in _KIND:
+            click.echo(f"--- {_shown_in(out, d.path)} (would be replaced: {_KIND[d.kind]})")
             continue
         on_disk = out / d.path
         old = (on_disk.read_bytes().decode("utf-8", "replace").splitlines(True)

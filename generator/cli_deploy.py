@@ -19,11 +19,20 @@ def _deployment(recipe: str, cluster_path: Path | None, out_dir: Path | None, fr
     (down, ps, logs: a recipe that no longer compiles can still be watched and stopped)."""
     from generator.deploy.targets import deployment, deployment_from_out
 
-    given = inputs(cluster_path, out_dir)
+    given = inputs(cluster_path, out_dir, (recipe,))
     if not fresh:
         return deployment_from_out(given.project.recipe_id(recipe), given.cluster, given.out)
     plan, files, _ = compile_recipe(recipe, given)
     return deployment(plan, files, given.out)
+
+
+def _need_compose(project: str) -> None:
+    from generator.deploy.docker import compose_missing
+
+    missing = compose_missing()
+    if missing:
+        click.echo(f"{project}: {missing}", err=True)
+        sys.exit(1)
 
 
 def _manager(dep):
@@ -75,6 +84,8 @@ def up(recipe: str, cluster_path: Path | None, out_dir: Path | None, swarm: bool
 
     dep = _deployment(recipe, cluster_path, out_dir)
     manager = _manager(dep) if swarm else None
+    if manager is None:
+        _need_compose(dep.project)
     reports = preflight(dep)
     problems = [(name, p) for name, r in reports.items() for p in r.problems]
     if manager is not None:
@@ -136,6 +147,7 @@ def down(recipe: str, cluster_path: Path | None, out_dir: Path | None, swarm: bo
         remove(dep, _manager(dep))
         click.echo(f"{dep.project}: stack removed")
         return
+    _need_compose(dep.project)
     results = stop(dep)
     for name, error in results.items():
         click.echo(f"{name}: {'down' if error is None else 'FAILED: ' + error}", err=error is not None)
@@ -161,6 +173,12 @@ def ps(recipe: str, cluster_path: Path | None, out_dir: Path | None, swarm: bool
         ranks = rank_states(dep)
     _table(dep.project, ["node", "context", "container", "state", "health", "uptime", "status"],
            [[r.node, r.context, r.container, r.state, r.health, r.uptime, r.status] for r in ranks])
+    unreachable = [r.node for r in ranks if r.state == "unreachable"]
+    if unreachable:  # a table of question marks is not a status: scripts must see it failed
+        every = "every node" if len(unreachable) == len(ranks) else f"{len(unreachable)} of {len(ranks)} nodes"
+        click.echo(f"{dep.project}: {every} unreachable: {', '.join(unreachable)} (`recipegen contexts` checks "
+                   "them)", err=True)
+        sys.exit(1)
 
 
 main.add_command(ps, name="status")
@@ -208,8 +226,10 @@ def images(recipe: str, cluster_path: Path | None, out_dir: Path | None) -> None
     dep = _deployment(recipe, cluster_path, out_dir)
     results = sync_images(dep)
     for r in results:
-        short = (r.image_id or "-").removeprefix("sha256:")[:12]
-        click.echo(f"{r.node}: {r.action} {short}" + (f": {r.error}" if r.error else ""), err=r.error is not None)
+        if r.error:
+            click.echo(f"{r.node}: {r.action}: {r.error}", err=True)
+        else:
+            click.echo(f"{r.node}: {r.action} {(r.image_id or '?').removeprefix('sha256:')[:12]}")
     if any(r.error for r in results):
         sys.exit(1)
 

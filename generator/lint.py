@@ -43,14 +43,15 @@ class Rule:
     severity: Severity
     summary: str
     check: Callable[[Recipe, Cluster | None], Iterator[tuple[Origin, str | None, str]]]
+    needs_cluster: bool = False  # without a cluster it is skipped or checks defaults: `validate` says so
 
 
 RULES: list[Rule] = []
 
 
-def rule(rule_id: str, severity: Severity, summary: str):
+def rule(rule_id: str, severity: Severity, summary: str, needs_cluster: bool = False):
     def register(fn):
-        RULES.append(Rule(rule_id, severity, summary, fn))
+        RULES.append(Rule(rule_id, severity, summary, fn, needs_cluster))
         return fn
     return register
 
@@ -117,7 +118,8 @@ def _bad_json(recipe, cluster):
                        f"'{group.flag}' value is not valid JSON: {problem}: {value.strip()[:60]}")
 
 
-@rule("pass-env", ERROR, "a pass_env name that also has a value in the recipe or the cluster")
+@rule("pass-env", ERROR, "a pass_env name that also has a value in the recipe or the cluster",
+      needs_cluster=True)
 def _pass_env(recipe, cluster):
     valued = set(recipe.env) | set(OWNED_ENV)
     if cluster is not None:
@@ -160,7 +162,8 @@ def _duplicate_flag(recipe, cluster):
 DATA_PARALLEL_FLAGS = {"vllm": ("--data-parallel-size", "-dp"), "sglang": ("--dp", "--dp-size", "--data-parallel-size")}
 
 
-@rule("parallel-size", ERROR, "tensor x pipeline (x data) parallel size must equal the GPUs of the nodes used")
+@rule("parallel-size", ERROR, "tensor x pipeline (x data) parallel size must equal the GPUs of the nodes used",
+      needs_cluster=True)
 def _parallel_size(recipe, cluster):
     gpus_per_node = cluster.gpus_per_node if cluster else 1
     world = recipe.tensor_parallel_size * recipe.pipeline_parallel_size
@@ -181,7 +184,8 @@ def _parallel_size(recipe, cluster):
                f"{gpus_per_node} GPU = {gpus}: every GPU of the nodes used must hold a rank")
 
 
-@rule("too-many-nodes", ERROR, "the recipe needs more nodes than the cluster has, or names nodes it lacks")
+@rule("too-many-nodes", ERROR, "the recipe needs more nodes than the cluster has, or names nodes it lacks",
+      needs_cluster=True)
 def _too_many_nodes(recipe, cluster):
     if cluster is None:
         return
@@ -220,7 +224,8 @@ def _memory_fraction(recipe: Recipe) -> tuple[FlagGroup | None, float | None]:
     return group, _number(group)
 
 
-@rule("gpu-memory", WARNING, "--gpu-memory-utilization above the cluster's ceiling (unified memory)")
+@rule("gpu-memory", WARNING, "--gpu-memory-utilization above the cluster's ceiling (unified memory)",
+      needs_cluster=True)
 def _gpu_memory(recipe, cluster):
     group, value = _memory_fraction(recipe)
     ceiling = cluster.gpu_memory_ceiling if cluster else 0.9
@@ -240,7 +245,8 @@ def _gpu_memory_range(recipe, cluster):
                "outside (0, 1] at start-up")
 
 
-@rule("fabric-env", WARNING, "a recipe env var overriding the cluster's fabric variables")
+@rule("fabric-env", WARNING, "a recipe env var overriding the cluster's fabric variables",
+      needs_cluster=True)
 def _fabric_env(recipe, cluster):
     if cluster is None:
         return

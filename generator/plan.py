@@ -320,6 +320,12 @@ def _build_context(recipe: Recipe, root: Path, compose_dir: Path) -> str | None:
     for candidate in (base / recipe.docker_image_dir, root / "images" / recipe.docker_image_dir,
                       root / recipe.docker_image_dir):
         if (candidate / "Dockerfile").is_file():
+            if not candidate.resolve().is_relative_to(root.resolve()):
+                # The relative path in out/ would depend on where each clone sits, and no other clone has it.
+                raise RecipegenError(recipe.document.diagnostic(
+                    ("docker_image_dir",), f"{candidate.resolve()} is outside the project: committed stacks "
+                    "must build from the repository on every machine; move the build context into the project "
+                    "(e.g. images/)"))
             return _relative(candidate.resolve(), compose_dir.resolve())
     return None
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from generator.diagnostics import Diagnostic, RecipegenError, display_path
+from generator.diagnostics import Diagnostic, RecipegenError, Severity, display_path
 from generator.resolve import RECIPE_FILE, recipe_file
 
 CLUSTER_FILE = "cluster.toml"
@@ -17,11 +17,32 @@ class Project:
 
     @classmethod
     def find(cls, start: Path | None = None) -> "Project":
-        start = (start or Path.cwd()).resolve()
-        for folder in (start, *start.parents):
-            if (folder / "recipes").is_dir() or (folder / CLUSTER_FILE).is_file():
-                return cls(folder)
-        return cls(start)
+        return cls._around(start or Path.cwd()) or cls((start or Path.cwd()).resolve())
+
+    @classmethod
+    def _around(cls, start: Path) -> "Project | None":
+        folder = start.resolve()
+        if not folder.is_dir():
+            folder = folder.parent
+        for candidate in (folder, *folder.parents):
+            if (candidate / "recipes").is_dir() or (candidate / CLUSTER_FILE).is_file():
+                return cls(candidate)
+        return None
+
+    @classmethod
+    def of(cls, refs: tuple[str, ...] | list[str] = (), cluster: Path | None = None) -> "Project":
+        """The project the given recipe paths live in, so `cd /tmp && recipegen build /p/recipes/x` writes what
+        `cd /p && recipegen build recipes/x` writes (headers, out/). Recipe ids are looked up in the working
+        directory's project; with none around, the cluster file's project; the working directory last."""
+        for ref in refs:
+            if Path(ref).exists():
+                found = cls._around(Path(ref))
+                if found is not None:
+                    return found
+        here = cls._around(Path.cwd())
+        if here is None and cluster is not None and cluster.exists():
+            here = cls._around(cluster)
+        return here or cls(Path.cwd().resolve())
 
     @property
     def recipes_dir(self) -> Path:
@@ -39,6 +60,9 @@ class Project:
         if not self.recipes_dir.is_dir():
             return []
         return sorted(p / RECIPE_FILE for p in self.recipes_dir.iterdir() if (p / RECIPE_FILE).is_file())
+
+    def skipped_recipes(self) -> list[Diagnostic]:
+        return skipped_entries(self.recipes_dir)
 
     def cluster_files(self) -> list[Path]:
         found = [self.default_cluster] if self.default_cluster.is_file() else []
@@ -86,6 +110,13 @@ class Project:
     def recipe_path(self, ref: str) -> Path:
         """RECIPE on the command line: a recipe.toml, a folder holding one, or a recipe id under recipes/."""
         path = Path(ref)
+        if path.is_file() and path.name != RECIPE_FILE:
+            # The id is the folder's name: building other.toml would replace the output of the folder's recipe.
+            raise RecipegenError(Diagnostic(display_path(path), None, None, None,
+                                            f"a recipe file must be named {RECIPE_FILE}: its id is its folder's "
+                                            f"name, so this would be built as '{path.resolve().parent.name}' and "
+                                            f"replace out/{path.resolve().parent.name}; move it to a folder of its "
+                                            f"own as {RECIPE_FILE}"))
         if path.is_file() or (path / RECIPE_FILE).is_file():
             return recipe_file(path)
         by_id = self.recipes_dir / ref / RECIPE_FILE
@@ -96,3 +127,37 @@ class Project:
         raise RecipegenError(Diagnostic(display_path(ref), None, None, None,
                                         f"no such recipe (not a file, a folder with {RECIPE_FILE}, "
                                         f"or a recipe id under {display_path(self.recipes_dir)})"))
+
+
+def skipped_entries(folder: Path) -> list[Diagnostic]:
+    """One warning per entry of a recipes folder that `all_recipes` leaves out, naming it and why: a recipe that is
+    silently not built is worse than one that fails. Dotfiles (.gitkeep, editors' files) are not entries."""
+    if not folder.is_dir():
+        return []
+    found = []
+    for entry in sorted(folder.iterdir()):
+        if entry.name.startswith("."):
+            continue
+        recipe = entry / RECIPE_FILE
+        if not entry.is_dir():
+            if entry.suffix.lower() not in (".toml", ".tml"):
+                continue  # a README beside the recipes is not a recipe someone expects built
+            why = f"is not a folder: a recipe is recipes/<id>/{RECIPE_FILE} (move it to {entry.stem}/{RECIPE_FILE})"
+        elif recipe.is_file():
+            continue
+        elif recipe.is_symlink() and not recipe.exists():
+            why = f"{RECIPE_FILE} is a symlink to a missing file ({recipe.readlink()})"
+            entry = recipe
+        elif recipe.is_dir():
+            why = f"{RECIPE_FILE} is a folder, not a file"
+            entry = recipe
+        elif recipe.exists():
+            why = f"{RECIPE_FILE} is not a regular file"
+            entry = recipe
+        else:
+            near = sorted(p.name for p in entry.iterdir() if p.suffix.lower() in (".toml", ".tml")
+                          or p.name.lower().startswith("recipe"))
+            why = (f"has no {RECIPE_FILE}" + (f" ({', '.join(near)} is not that name)" if near else ""))
+        shown = f"{display_path(entry.parent)}/{entry.name}"  # the link itself, not where it points
+        found.append(Diagnostic(shown, None, None, None, f"skipped: {why}", Severity.WARNING))
+    return found

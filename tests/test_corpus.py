@@ -145,10 +145,11 @@ def run_inprocess(*args: str) -> Run:
     return Run(result.exit_code, result.stdout, result.stderr, crash)
 
 
-def run_subprocess(*args: str) -> Run:
-    exe = shutil.which("recipegen")
-    cmd = [exe, *args] if exe else [sys.executable, "-m", "generator", *args]
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=60)
+def run_subprocess(*args: str, as_user: list[str] | None = None, env: dict[str, str] | None = None) -> Run:
+    """The package under test (not whatever `recipegen` is first on PATH), in a process of its own; `as_user` is
+    a command prefix that drops privileges (setpriv)."""
+    cmd = [*(as_user or []), sys.executable, "-m", "generator", *args]
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=60, env=env)
     return Run(proc.returncode, proc.stdout, proc.stderr)
 
 
@@ -391,22 +392,60 @@ def test_symlink_loop(tmp_path: Path, request: pytest.FixtureRequest) -> None:
     _one_error_naming(run, f"recipegen validate {path}", str(path))
 
 
-@pytest.mark.parametrize("name", ["recipe.toml", "cluster.toml"])
-def test_permission_denied(name: str, tmp_path: Path) -> None:
-    if os.geteuid() == 0:
-        reason = "running as root: chmod 000 does not stop root from reading (ENOTDIR/ELOOP cover unreadable)"
+CI_USER = "recipegen-ci"  # .ci/run creates it; without it, root drops to nobody (65534)
+
+
+def _unprivileged() -> list[str] | None:
+    """As root, chmod 000 stops nothing: the permission case runs in a subprocess as an unprivileged user
+    (setpriv), so CI (which runs as root) has no skip. None: already unprivileged, run in process."""
+    if os.geteuid() != 0:
+        return None
+    import pwd
+
+    try:
+        entry = pwd.getpwnam(CI_USER)
+        uid, gid = entry.pw_uid, entry.pw_gid
+    except KeyError:
+        uid = gid = 65534
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        reason = "running as root without setpriv (util-linux): cannot drop privileges for the permission case"
+        if os.environ.get("CI"):
+            pytest.fail(reason)
         print(f"SKIP test_permission_denied: {reason}")
         pytest.skip(reason)
-    path = tmp_path / "locked" / name
-    path.parent.mkdir()
-    shutil.copyfile(CORPUS / "recipes" / "enum-engine.toml", path)
-    path.chmod(0)
+    return [setpriv, f"--reuid={uid}", f"--regid={gid}", "--clear-groups"]
+
+
+@pytest.mark.parametrize("name, command", [
+    ("recipe.toml", ["validate", "{}"]),
+    ("cluster.toml", ["validate", "{}"]),
+    ("cluster.toml", ["validate", "--cluster", "{}", "recipes/qwen3-coder-30b-a3b-fp8"]),
+    ("cluster.toml", ["build", "--check", "--cluster", "{}"]),
+], ids=["recipe", "cluster", "validate--cluster", "build--cluster"])
+def test_permission_denied(name: str, command: list[str]) -> None:
+    import tempfile
+
+    as_user = _unprivileged()
+    # Not tmp_path: pytest makes its base 0700, which another user cannot pass through.
+    base = Path(tempfile.mkdtemp(prefix="recipegen-perm-"))
     try:
-        run = run_inprocess("validate", str(path))
-        err = _one_error_naming(run, f"recipegen validate {path}", str(path))
+        base.chmod(0o755)
+        path = base / "locked" / name
+        path.parent.mkdir()
+        path.parent.chmod(0o755)
+        shutil.copyfile(CORPUS / "recipes" / "enum-engine.toml", path)
+        path.chmod(0)
+        args = [a.format(path) for a in command]
+        if as_user is None:
+            run = run_inprocess(*args)
+        else:
+            run = run_subprocess(*args, as_user=as_user,
+                                 env={**os.environ, "HOME": str(base), "PYTHONDONTWRITEBYTECODE": "1"})
+        err = _one_error_naming(run, f"recipegen {' '.join(args)}", str(path))
         assert "ermission" in err["rest"], err[0]
     finally:
-        path.chmod(0o644)
+        shutil.rmtree(base, ignore_errors=True)
 
 
 # --- what must pass --------------------------------------------------------------------------------------------
@@ -562,3 +601,24 @@ def test_editor_rejects_misspelt_cluster_key(tool: str, tmp_path: Path) -> None:
     output = proc.stdout + proc.stderr
     assert proc.returncode != 0, f"{tool} accepts a cluster with misspelt keys:\n{output}"
     assert "master_prot" in output and "contxt" in output, output
+
+
+def test_readme_gives_the_editor_commands_these_tests_run() -> None:
+    """A newcomer copies the README's terminal check: it must be the command that really checks."""
+    readme = (ROOT / "README.md").read_text("utf-8")
+    for tool, args in EDITOR_CMDS.items():
+        assert f"\n{tool} {' '.join(args)} " in readme, f"README does not show `{tool} {' '.join(args)}`"
+
+
+def test_tombi_given_a_folder_lints_nothing(tmp_path: Path) -> None:
+    """Why the README says to name files: `tombi lint --offline recipes` passes a broken recipe. When tombi starts
+    looking inside folders this fails, and the README's warning must go."""
+    repo = _repo_copy(tmp_path)
+    case = CORPUS / "recipes" / "misspelt-top-level-keys.toml"
+    target = repo / "recipes" / "misspelt-top-level-keys" / "recipe.toml"
+    target.parent.mkdir(parents=True)
+    target.write_text(_with_directive(case, "#:schema ../../schema/recipe.schema.json"), "utf-8")
+    folder = _run_editor("tombi", repo, "recipes")
+    assert folder.returncode == 0 and "No files linted" in folder.stdout + folder.stderr, folder
+    whole = _run_editor("tombi", repo)
+    assert whole.returncode != 0 and "docker_imag" in whole.stdout + whole.stderr

@@ -9,12 +9,18 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 from dataclasses import dataclass
 
 from generator.diagnostics import ExternalError
 
 DEFAULT_TIMEOUT = 30.0
+_USAGE_HINT = re.compile(r"^(See '.*--help'\.?|Run '.*--help' for more information\.?)$")
+# Where the Compose v2 CLI plugin comes from when `docker compose` is missing.
+COMPOSE_INSTALL = ("install the Compose v2 CLI plugin: the docker-compose-plugin package (Docker's apt repository), "
+                   "docker-compose-v2 (Debian/Ubuntu's docker.io), or the docker-compose binary saved as "
+                   "~/.docker/cli-plugins/docker-compose (chmod +x)")
 
 
 class DockerError(ExternalError):
@@ -25,8 +31,11 @@ class DockerError(ExternalError):
 
     @property
     def detail(self) -> str:
-        text = (self.stderr or self.stdout).strip()
-        return text.splitlines()[-1] if text else "no output"
+        """The last line that says something: docker ends many errors with a usage hint
+        ("See 'docker run --help'.", "Run 'docker COMMAND --help' for more information"), which says nothing."""
+        lines = [line for line in (self.stderr or self.stdout).strip().splitlines() if line.strip()]
+        said = [line for line in lines if not _USAGE_HINT.match(line.strip())]
+        return (said or lines or ["no output"])[-1].strip()
 
 
 @dataclass(frozen=True)
@@ -101,6 +110,21 @@ class Docker:
         if project:
             head += ["-p", project]
         return self.run(*head, *args, timeout=timeout)
+
+
+def compose_missing() -> str | None:
+    """Why `docker compose` cannot run on this machine, or None. The plugin is client-side: without it docker
+    reads `compose -f FILE` as its own flags and says "unknown shorthand flag: 'f'", which names nothing."""
+    try:
+        done = subprocess.run(["docker", "compose", "version"], capture_output=True, timeout=20)
+    except FileNotFoundError:
+        return "the docker CLI is not installed here (install docker-ce-cli or docker.io)"
+    except subprocess.TimeoutExpired:
+        return None  # slow, not missing: the real call will say what is wrong
+    if done.returncode == 0:
+        return None
+    said = DockerError(["docker", "compose", "version"], done.returncode, _text(done.stdout), _text(done.stderr))
+    return f"`docker compose` does not run here (docker says: {said.detail}): {COMPOSE_INSTALL}"
 
 
 def reason(exc: BaseException) -> str:

@@ -50,7 +50,9 @@ def _check_node(target: Target) -> NodeReport:
             report.problems.append(f"node is busy: recipe '{other}' runs here (one GPU per node; "
                                    f"`recipegen down {other}` first)")
     except DockerError as exc:
-        report.problems.append(f"context '{plan.node.context}' does not answer: {exc.detail}")
+        hint = ("; create it with `recipegen contexts --create`" if "not found" in exc.detail.lower()
+                and "context" in exc.detail.lower() else "")
+        report.problems.append(f"context '{plan.node.context}' does not answer: {exc.detail}{hint}")
         return report
     if not target.compose_file.is_file():
         report.problems.append(f"{target.compose_file} is missing: run `recipegen build`")

@@ -76,8 +76,10 @@ class Deadline:
 
 
 def error_detail(exc: DockerError) -> str:
-    """Why a docker command failed (`DockerError.detail`), whitespace collapsed, its last 240 characters at most."""
-    return " ".join(exc.detail.split())[-240:]
+    """Why a docker command failed (`DockerError.detail`), whitespace collapsed. A long one keeps its start (what
+    failed: "Error response from daemon: ...") and its end (why), joined by " ... ": cutting either loses it."""
+    text = " ".join(exc.detail.split())
+    return text if len(text) <= 480 else f"{text[:160]} ... {text[-300:]}"
 
 
 def run_in(docker: Docker, image: str, script: str, deadline: Deadline, *flags: str, cap: float = 60) -> str:
