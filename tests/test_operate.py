@@ -171,7 +171,7 @@ def test_docker_error_detail_skips_usage_hints(stderr: str, detail: str):
 
 
 def test_doctor_keeps_the_start_and_the_end_of_a_long_docker_error():
-    from generator.doctor import _reason
+    from generator.cluster.doctor import _reason
 
     head = "docker: Error response from daemon: failed to create task for container: OCI runtime create failed:"
     tail = "nvidia-container-cli: initialization error: load library failed: libnvidia-ml.so.1: cannot open"

@@ -20,13 +20,13 @@ import pytest
 from click.testing import CliRunner
 
 from generator.cli import main
-from generator.probe.facts import GpuInfo, NodeFacts, gid_index
-from generator.probe.parse import (facts_from_sections, parse_fib_trie, parse_infiniband, parse_ip_addr, parse_memlock,
+from generator.cluster.probe.facts import GpuInfo, NodeFacts, gid_index
+from generator.cluster.probe.parse import (facts_from_sections, parse_fib_trie, parse_infiniband, parse_ip_addr, parse_memlock,
                                    parse_nvidia_smi, parse_route, parse_sections)
-from generator.probe.proposal import Proposal, _ssh_endpoint, candidates, exclusion, node_names, propose
-from generator.probe.read import image_candidates
-from generator.probe.render import render_cluster
-from generator.probe.write import write_atomic
+from generator.cluster.probe.proposal import Proposal, _ssh_endpoint, candidates, exclusion, node_names, propose
+from generator.cluster.probe.read import image_candidates
+from generator.cluster.probe.render import render_cluster
+from generator.cluster.probe.write import write_atomic
 from generator.resolve import load_cluster
 
 FIXTURES = Path(__file__).parent / "fixtures" / "probe"
@@ -330,7 +330,7 @@ def test_address_helpers():
 
 
 def _duo(tmp_path: Path):
-    from generator.doctor import check_node, check_subnets
+    from generator.cluster.doctor import check_node, check_subnets
 
     facts = [spark("spark1"), spark("spark2")]
     cluster = load_cluster(write(tmp_path, propose(facts, name="duo")))

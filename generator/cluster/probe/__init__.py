@@ -5,10 +5,10 @@ One job per module, each testable alone: `read` (what runs on a node: the probe,
 proposal as cluster TOML through templates/cluster.toml.j2; imported where needed: it loads Jinja) and `write`.
 """
 
-from generator.probe.facts import NodeFacts, gid_index
-from generator.probe.proposal import exclusion, propose
-from generator.probe.read import LABEL, ProbeError, error_detail, gather
-from generator.probe.write import write_atomic
+from generator.cluster.probe.facts import NodeFacts, gid_index
+from generator.cluster.probe.proposal import exclusion, propose
+from generator.cluster.probe.read import LABEL, ProbeError, error_detail, gather
+from generator.cluster.probe.write import write_atomic
 
 __all__ = ["LABEL", "NodeFacts", "ProbeError", "error_detail", "exclusion", "gather", "gid_index", "propose",
            "write_atomic"]

@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from functools import cache
 
-from generator.probe.facts import NodeFacts
-from generator.probe.proposal import Proposal
+from generator.cluster.probe.facts import NodeFacts
+from generator.cluster.probe.proposal import Proposal
 from generator.render import Raw, comment, make_environment
 
 DEFAULT_STACK = 67108864

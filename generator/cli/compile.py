@@ -241,6 +241,3 @@ def diff(recipes: tuple[str, ...], cluster_path: Path | None, out_dir: Path | No
         click.echo(f"{display_path(out)}: no changes")
     elif exit_code:
         sys.exit(1)
-
-
-from generator import cli_deploy  # noqa: E402  (registers the deploy commands on `main`)

@@ -8,7 +8,7 @@ import ipaddress
 import re
 from dataclasses import dataclass
 
-from generator.probe.facts import Gid, GpuInfo, Interface, NodeFacts, RdmaDevice
+from generator.cluster.probe.facts import Gid, GpuInfo, Interface, NodeFacts, RdmaDevice
 
 SECTION = re.compile(r"^@@recipegen:([a-z_]+)@@$", re.M)
 

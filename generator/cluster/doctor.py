@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from generator.deploy.docker import Docker, DockerError
 from generator.model import Cluster, Node
-from generator.probe import LABEL, NodeFacts, ProbeError, error_detail, exclusion, gather, gid_index
+from generator.cluster.probe import LABEL, NodeFacts, ProbeError, error_detail, exclusion, gather, gid_index
 
 OK, WARNING, ERROR = "ok", "warning", "error"
 CONNECT_SECONDS = 3

@@ -1,4 +1,4 @@
-"""Deploy commands of `recipegen`: up, down, ps/status, logs, images, contexts, swarm setup.
+"""Deploy commands of `recipegen`: up, down, ps/status, logs, images.
 
 They act on the compiled plan and the committed out/ files through each node's Docker context; the heavy
 modules are imported inside the commands.
@@ -11,7 +11,8 @@ from pathlib import Path
 
 import click
 
-from generator.cli import cluster_option, compile_recipe, inputs, main
+from generator.cli.compile import cluster_option, compile_recipe, inputs, main
+from generator.cli.table import table as _table
 
 
 def _deployment(recipe: str, cluster_path: Path | None, out_dir: Path | None, fresh: bool = True):
@@ -43,16 +44,6 @@ def _manager(dep):
         return find_manager(dep.cluster)[0]
     except LookupError as exc:
         raise RecipegenError(Diagnostic(str(dep.cluster.path), None, None, None, str(exc))) from None
-
-
-def _table(title: str, columns: list[str], rows: list[list[str]]) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table(*columns, title=title)
-    for row in rows:
-        table.add_row(*row)
-    Console(width=None if sys.stdout.isatty() else 200).print(table)
 
 
 out_option = click.option("--out", "out_dir", type=click.Path(path_type=Path),
@@ -231,146 +222,4 @@ def images(recipe: str, cluster_path: Path | None, out_dir: Path | None) -> None
         else:
             click.echo(f"{r.node}: {r.action} {(r.image_id or '?').removeprefix('sha256:')[:12]}")
     if any(r.error for r in results):
-        sys.exit(1)
-
-
-@main.command()
-@cluster_option
-@click.option("--create", is_flag=True, help="Create the missing contexts as ssh://user@ssh_host.")
-def contexts(cluster_path: Path | None, create: bool) -> None:
-    """Each node's Docker context and whether it answers."""
-    from generator.deploy.contexts import check_contexts
-
-    cluster = inputs(cluster_path).cluster
-    rows = check_contexts(cluster, create)
-    _table(f"cluster {cluster.name}", ["node", "context", "endpoint", "answers"],
-           [[r.node, r.context, r.endpoint or "-", r.answer] for r in rows])
-    if any(not row.ok for row in rows):
-        sys.exit(1)
-
-
-@main.group()
-def swarm() -> None:
-    """Docker Swarm as the engine: label nodes, check their GPU resources."""
-
-
-@swarm.command("setup")
-@cluster_option
-@click.option("--init", is_flag=True, help="Create the swarm on the first node and join the others when missing.")
-def swarm_setup(cluster_path: Path | None, init: bool) -> None:
-    """Label each node with its cluster name (placement), check it advertises an NVIDIA_GPU resource. Idempotent."""
-    from generator.deploy.swarm import setup
-    from generator.diagnostics import Diagnostic, RecipegenError
-
-    cluster = inputs(cluster_path).cluster
-    try:
-        rows = setup(cluster, init)
-    except LookupError as exc:
-        raise RecipegenError(Diagnostic(str(cluster.path), None, None, None, str(exc))) from None
-    _table(f"swarm of {cluster.name}", ["node", "context", "node id", "state", "manager", "label", "GPU"],
-           [[r.node, r.context, (r.node_id or "-")[:12], r.state, "yes" if r.manager else "-",
-             "ok" if r.labelled else "-", r.gpu or "-"] for r in rows])
-    problems = [(r.node, p) for r in rows for p in r.problems]
-    for node, problem in problems:
-        click.echo(f"{node}: {problem}", err=True)
-    if problems:
-        sys.exit(1)
-
-
-@main.group("cluster")
-def cluster_group() -> None:
-    """Cluster files from the live nodes: probe them through their Docker contexts."""
-
-
-@cluster_group.command("probe")
-@click.option("--context", "contexts", multiple=True, required=True,
-              help="A node's Docker context, in rank order (repeat: the first is the head).")
-@click.option("--write", "write_path", type=click.Path(path_type=Path), help="Write the proposed cluster file here.")
-@click.option("--force", is_flag=True, help="With --write: replace an existing file.")
-@click.option("--name", default="cluster", show_default=True, help="The cluster's name.")
-@click.option("--user", help="Login user on the nodes (default: the contexts' ssh user, else root).")
-@click.option("--hf-cache", help="Hugging Face cache folder on every node (default: ~/.cache/huggingface).")
-@click.option("--image", help="Image to run the probe containers in (default: a small one present on each node).")
-@click.option("--timeout", default=60.0, show_default=True, help="Seconds each node has to answer.")
-def cluster_probe(contexts: tuple[str, ...], write_path: Path | None, force: bool, name: str, user: str | None,
-                  hf_cache: str | None, image: str | None, timeout: float) -> None:
-    """Read each node's interfaces, RDMA devices, GPU runtime and memlock limit; propose a cluster file."""
-    from generator.deploy.targets import each
-    from generator.diagnostics import display_path
-    from rich.markup import escape
-
-    from generator.probe import ProbeError, gather, propose, write_atomic
-    from generator.probe.render import render_cluster, summary_rows
-
-    if len(set(contexts)) != len(contexts):
-        raise click.BadParameter("a context is named twice", param_hint="--context")
-    if write_path is not None and write_path.exists() and not force:
-        click.echo(f"{display_path(write_path)}: exists; pass --force to replace it", err=True)
-        sys.exit(1)
-
-    results = each(list(contexts), lambda c: gather(c, image=image, timeout=timeout), key=str)
-    failed = {c: r for c, r in results.items() if isinstance(r, BaseException)}
-    for ctx, exc in failed.items():
-        click.echo(f"{ctx}: probe failed: {exc if isinstance(exc, ProbeError) else repr(exc)}", err=True)
-    if failed:
-        click.echo(f"could not probe {len(failed)} of {len(contexts)} node(s); nothing proposed", err=True)
-        sys.exit(1)
-    facts = [results[c] for c in contexts]
-    proposal = propose(facts, name=name, user=user, hf_cache=hf_cache)
-    text = render_cluster(proposal)
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table("node", "context", "management", "fabric", "state", "RDMA", "GPU", "memlock", "probe image",
-                  title=f"cluster {name}: what the nodes show")
-    for row in summary_rows(facts, proposal):
-        table.add_row(*(escape(v) for v in row))
-    Console(stderr=True, width=None if sys.stderr.isatty() else 200).print(table)  # stdout is the file
-    for note in proposal.notes:
-        click.echo(f"undecided: {note}", err=True)
-    if write_path is None:
-        click.echo(text, nl=False)
-        return
-    from generator.diagnostics import RecipegenError
-    from generator.resolve import cluster_from_text
-
-    try:  # the text must load as a cluster before it is written where the user asked
-        cluster_from_text(text, write_path)
-    except RecipegenError as exc:
-        for d in exc.diagnostics:
-            click.echo(f"the proposed cluster file does not validate ({d.key or 'file'}): {d.message} "
-                       "(check --name, --user and --hf-cache)", err=True)
-        sys.exit(1)
-    try:
-        write_atomic(write_path, text, force)
-    except (FileExistsError, OSError) as exc:
-        click.echo(f"{display_path(write_path)}: {exc}", err=True)
-        sys.exit(1)
-    click.echo(f"{display_path(write_path)}: written ({len(facts)} node(s)); check it with "
-               f"`recipegen doctor --cluster {display_path(write_path)}`")
-
-
-@main.command()
-@cluster_option
-@click.option("--image", help="Image to run the check containers in (default: a small one present on each node).")
-@click.option("--timeout", default=60.0, show_default=True, help="Seconds each node has to answer.")
-@click.option("--no-reach", is_flag=True, help="Skip the TCP reachability test between the nodes.")
-def doctor(cluster_path: Path | None, image: str | None, timeout: float, no_reach: bool) -> None:
-    """Check the cluster file against the live nodes: contexts, fabric interfaces and addresses, subnet,
-    reachability, GPU runtime, memlock. Exit 1 when any finding is an error."""
-    from rich.markup import escape
-
-    from generator.doctor import ERROR, OK, WARNING, doctor as run_doctor
-
-    cluster = inputs(cluster_path).cluster
-    findings = run_doctor(cluster, image=image, timeout=timeout, reach=not no_reach)
-    order = {n.name: i for i, n in enumerate(cluster.nodes)}
-    findings.sort(key=lambda f: (order.get(f.node, len(order)), {ERROR: 0, WARNING: 1, OK: 2}[f.level]))
-    style = {ERROR: "[red]error[/red]", WARNING: "[yellow]warning[/yellow]", OK: "[green]ok[/green]"}
-    _table(f"doctor: cluster {cluster.name}", ["node", "check", "", "finding", "fix"],
-           [[escape(f.node), escape(f.check), style[f.level], escape(f.message), escape(f.fix)] for f in findings])
-    errors = [f for f in findings if f.level == ERROR]
-    warnings = [f for f in findings if f.level == WARNING]
-    click.echo(f"{len(errors)} error(s), {len(warnings)} warning(s)", err=bool(errors))
-    if errors:
         sys.exit(1)

@@ -8,8 +8,8 @@ import re
 import time
 
 from generator.deploy.docker import Docker, DockerError
-from generator.probe.facts import GpuInfo, NodeFacts
-from generator.probe.parse import facts_from_sections, parse_nvidia_smi, parse_sections
+from generator.cluster.probe.facts import GpuInfo, NodeFacts
+from generator.cluster.probe.parse import facts_from_sections, parse_nvidia_smi, parse_sections
 
 LABEL = "recipegen.probe=1"
 

@@ -6,7 +6,7 @@ import ipaddress
 import re
 from dataclasses import dataclass, field
 
-from generator.probe.facts import Interface, NodeFacts, gid_index
+from generator.cluster.probe.facts import Interface, NodeFacts, gid_index
 
 # Interfaces that never carry the fabric, by name prefix, with why.
 EXCLUDED = (("lo", "loopback"), ("docker", "Docker's bridge"), ("br-", "a Docker network bridge"),

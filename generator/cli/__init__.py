@@ -1,0 +1,11 @@
+"""The `recipegen` command line, one module per command group: `compile` (build, validate, schema, explain, diff:
+the group itself and what every command starts from), `deploy` (up, down, ps/status, logs, images: a recipe on its
+nodes) and `cluster` (contexts, swarm setup, cluster probe, doctor: the nodes themselves).
+
+Importing the package registers every command on `main`, the console script's entry point.
+"""
+
+from generator.cli import cluster, deploy
+from generator.cli.compile import main
+
+__all__ = ["cluster", "deploy", "main"]
