@@ -19,6 +19,9 @@ from generator.model import (COMPILER, CONTAINER_KEYS, DEFAULT, HF_CACHE_IN_CONT
                              ContainerOptions, Node, NodeChoiceError, Origin, Recipe, Ulimits)
 
 LABEL_PREFIX = "dev.recipegen"
+ENGINE_SERVICE = "engine"  # the one service of every per-node compose file (templates/compose.yaml.j2)
+SWARM_NODE_LABEL = "recipegen.node"  # the Swarm node label `placement` pins a rank with
+GPU_RESOURCE_KIND = "NVIDIA_GPU"  # the Swarm generic resource a rank reserves (templates/stack.yaml.j2)
 RESTART_ATTEMPTS = 3  # a rank whose peers are gone must not restart forever
 # Where recipegen's own files land in the engine container: the launcher and the mods.
 LAUNCHER_PATH = "/opt/recipegen/launch.sh"

@@ -338,7 +338,7 @@ def _duo(tmp_path: Path):
 
 
 def _levels(found) -> dict[str, str]:
-    return {f.check: f.level for f in found if f.level != "ok"}
+    return {f.code: f.severity.value for f in found if f.severity.value != "ok"}
 
 
 def test_doctor_checks_pass_on_the_proposal(tmp_path: Path):
@@ -346,14 +346,14 @@ def test_doctor_checks_pass_on_the_proposal(tmp_path: Path):
     for node, f in zip(cluster.nodes, facts):
         assert _levels(check_node(cluster, node, f)) == {}
     by_name = {n.name: f for n, f in zip(cluster.nodes, facts)}
-    assert [f.level for f in check_subnets(cluster, by_name)] == ["ok"]
+    assert [f.severity.value for f in check_subnets(cluster, by_name)] == ["ok"]
 
 
 def test_doctor_finds_stale_fabric_settings(tmp_path: Path):
     cluster, facts, check_node, _ = _duo(tmp_path)
     node = cluster.nodes[1]
     node.env.update({"NCCL_IB_GID_INDEX": "1", "NCCL_IB_HCA": "mlx5_0", "GLOO_SOCKET_IFNAME": "eth0"})
-    found = {f.check: f for f in check_node(cluster, node, facts[1]) if f.level != "ok"}
+    found = {f.code: f for f in check_node(cluster, node, facts[1]) if f.severity.value != "ok"}
     assert set(found) == {"NCCL_IB_GID_INDEX", "NCCL_IB_HCA", "GLOO_SOCKET_IFNAME"}
     assert found["NCCL_IB_GID_INDEX"].fix == 'set [nodes.env] NCCL_IB_GID_INDEX = "3"'
     assert "GID index 1 is stale" in found["NCCL_IB_GID_INDEX"].message
@@ -363,17 +363,17 @@ def test_doctor_finds_stale_fabric_settings(tmp_path: Path):
 def test_doctor_finds_a_down_port_and_a_foreign_address(tmp_path: Path):
     cluster, facts, check_node, _ = _duo(tmp_path)
     facts[0].interfaces["enp1s0f0np0"].state = "down"
-    found = {f.check: f for f in check_node(cluster, cluster.nodes[0], facts[0]) if f.level != "ok"}
-    assert found["NCCL_SOCKET_IFNAME"].level == "error" and "enp1s0f0np0 is down" in found["NCCL_SOCKET_IFNAME"].message
+    found = {f.code: f for f in check_node(cluster, cluster.nodes[0], facts[0]) if f.severity.value != "ok"}
+    assert found["NCCL_SOCKET_IFNAME"].severity.value == "error" and "enp1s0f0np0 is down" in found["NCCL_SOCKET_IFNAME"].message
     object.__setattr__(cluster.nodes[1], "address", "192.168.100.99")
-    found = {f.check: f for f in check_node(cluster, cluster.nodes[1], facts[1]) if f.level != "ok"}
-    assert found["address"].level == "error" and "192.168.100.99 is on no interface" in found["address"].message
+    found = {f.code: f for f in check_node(cluster, cluster.nodes[1], facts[1]) if f.severity.value != "ok"}
+    assert found["address"].severity.value == "error" and "192.168.100.99 is on no interface" in found["address"].message
 
 
 def test_doctor_finds_the_management_nic_named_for_nccl(tmp_path: Path):
     cluster, facts, check_node, _ = _duo(tmp_path)
     node = cluster.nodes[0]
     object.__setattr__(node, "address", "192.168.1.50")
-    found = {f.check: f for f in check_node(cluster, node, facts[0]) if f.level != "ok"}
-    assert found["address"].level == "warning" and "holds the default route" in found["address"].message
-    assert found["NCCL_SOCKET_IFNAME"].level == "error" and "is on enP7s7" in found["NCCL_SOCKET_IFNAME"].message
+    found = {f.code: f for f in check_node(cluster, node, facts[0]) if f.severity.value != "ok"}
+    assert found["address"].severity.value == "warning" and "holds the default route" in found["address"].message
+    assert found["NCCL_SOCKET_IFNAME"].severity.value == "error" and "is on enP7s7" in found["NCCL_SOCKET_IFNAME"].message

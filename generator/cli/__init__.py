@@ -8,4 +8,7 @@ Importing the package registers every command on `main`, the console script's en
 from generator.cli import cluster, deploy
 from generator.cli.compile import main
 
-__all__ = ["cluster", "deploy", "main"]
+for _name, _command in {**deploy.COMMANDS, **cluster.COMMANDS}.items():
+    main.add_command(_command, name=_name)
+
+__all__ = ["main"]

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import click
 
-from generator.cli.compile import cluster_option, inputs, main
+from generator.cli.compile import cluster_option, inputs
 from generator.cli.table import table as _table
 
 
-@main.command()
+@click.command()
 @cluster_option
 @click.option("--create", is_flag=True, help="Create the missing contexts as ssh://user@ssh_host.")
 def contexts(cluster_path: Path | None, create: bool) -> None:
@@ -27,7 +27,7 @@ def contexts(cluster_path: Path | None, create: bool) -> None:
         sys.exit(1)
 
 
-@main.group()
+@click.group()
 def swarm() -> None:
     """Docker Swarm as the engine: label nodes, check their GPU resources."""
 
@@ -37,7 +37,7 @@ def swarm() -> None:
 @click.option("--init", is_flag=True, help="Create the swarm on the first node and join the others when missing.")
 def swarm_setup(cluster_path: Path | None, init: bool) -> None:
     """Label each node with its cluster name (placement), check it advertises an NVIDIA_GPU resource. Idempotent."""
-    from generator.deploy.swarm import setup
+    from generator.deploy.swarm_setup import setup
     from generator.diagnostics import Diagnostic, RecipegenError
 
     cluster = inputs(cluster_path).cluster
@@ -48,14 +48,14 @@ def swarm_setup(cluster_path: Path | None, init: bool) -> None:
     _table(f"swarm of {cluster.name}", ["node", "context", "node id", "state", "manager", "label", "GPU"],
            [[r.node, r.context, (r.node_id or "-")[:12], r.state, "yes" if r.manager else "-",
              "ok" if r.labelled else "-", r.gpu or "-"] for r in rows])
-    problems = [(r.node, p) for r in rows for p in r.problems]
-    for node, problem in problems:
-        click.echo(f"{node}: {problem}", err=True)
+    problems = [f for r in rows for f in r.findings]
+    for f in problems:
+        click.echo(f"{f.node}: {f.message}", err=True)
     if problems:
         sys.exit(1)
 
 
-@main.group("cluster")
+@click.group("cluster")
 def cluster_group() -> None:
     """Cluster files from the live nodes: probe them through their Docker contexts."""
 
@@ -93,7 +93,7 @@ def cluster_probe(contexts: tuple[str, ...], write_path: Path | None, force: boo
     if failed:
         click.echo(f"could not probe {len(failed)} of {len(contexts)} node(s); nothing proposed", err=True)
         sys.exit(1)
-    facts = [results[c] for c in contexts]
+    facts = [r for c in contexts if not isinstance(r := results[c], Exception)]
     proposal = propose(facts, name=name, user=user, hf_cache=hf_cache)
     text = render_cluster(proposal)
     from rich.console import Console
@@ -128,7 +128,7 @@ def cluster_probe(contexts: tuple[str, ...], write_path: Path | None, force: boo
                f"`recipegen doctor --cluster {display_path(write_path)}`")
 
 
-@main.command()
+@click.command()
 @cluster_option
 @click.option("--image", help="Image to run the check containers in (default: a small one present on each node).")
 @click.option("--timeout", default=60.0, show_default=True, help="Seconds each node has to answer.")
@@ -138,17 +138,23 @@ def doctor(cluster_path: Path | None, image: str | None, timeout: float, no_reac
     reachability, GPU runtime, memlock. Exit 1 when any finding is an error."""
     from rich.markup import escape
 
-    from generator.cluster.doctor import ERROR, OK, WARNING, doctor as run_doctor
+    from generator.cluster.doctor import doctor as run_doctor
+    from generator.deploy.findings import Severity
 
     cluster = inputs(cluster_path).cluster
     findings = run_doctor(cluster, image=image, timeout=timeout, reach=not no_reach)
     order = {n.name: i for i, n in enumerate(cluster.nodes)}
-    findings.sort(key=lambda f: (order.get(f.node, len(order)), {ERROR: 0, WARNING: 1, OK: 2}[f.level]))
-    style = {ERROR: "[red]error[/red]", WARNING: "[yellow]warning[/yellow]", OK: "[green]ok[/green]"}
+    rank = list(Severity)
+    findings.sort(key=lambda f: (order.get(f.node, len(order)), rank.index(f.severity)))
+    style = {Severity.ERROR: "[red]error[/red]", Severity.WARNING: "[yellow]warning[/yellow]",
+             Severity.NOTE: "note", Severity.OK: "[green]ok[/green]"}
     _table(f"doctor: cluster {cluster.name}", ["node", "check", "", "finding", "fix"],
-           [[escape(f.node), escape(f.check), style[f.level], escape(f.message), escape(f.fix)] for f in findings])
-    errors = [f for f in findings if f.level == ERROR]
-    warnings = [f for f in findings if f.level == WARNING]
+           [[escape(f.node), escape(f.code), style[f.severity], escape(f.message), escape(f.fix)] for f in findings])
+    errors = [f for f in findings if f.severity is Severity.ERROR]
+    warnings = [f for f in findings if f.severity is Severity.WARNING]
     click.echo(f"{len(errors)} error(s), {len(warnings)} warning(s)", err=bool(errors))
     if errors:
         sys.exit(1)
+
+
+COMMANDS = {"contexts": contexts, "swarm": swarm, "cluster": cluster_group, "doctor": doctor}

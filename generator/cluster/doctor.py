@@ -10,27 +10,19 @@ Each finding carries its fix.
 from __future__ import annotations
 
 import ipaddress
-import random
-import time
-from dataclasses import dataclass
 
-from generator.deploy.docker import Docker, DockerError
+from typing import Callable
+
+from generator.cluster.probe import NodeFacts, ProbeError, exclusion, gather, gid_index
+from generator.cluster.probe.facts import Interface
+from generator.cluster.reach import check_reach
+from generator.deploy import findings as codes
+from generator.deploy.docker import reason
+from generator.deploy.findings import Finding, Severity
+from generator.deploy.targets import each
 from generator.model import Cluster, Node
-from generator.cluster.probe import LABEL, NodeFacts, ProbeError, error_detail, exclusion, gather, gid_index
 
-OK, WARNING, ERROR = "ok", "warning", "error"
-CONNECT_SECONDS = 3
-READY_SECONDS = 15
-LISTEN_SECONDS = 60  # a listener container ends by itself after this, should recipegen die
-
-
-@dataclass(frozen=True)
-class Finding:
-    node: str
-    check: str
-    level: str  # ok, warning, error
-    message: str
-    fix: str = ""
+OK, WARNING, ERROR = Severity.OK, Severity.WARNING, Severity.ERROR
 
 
 def effective_env(cluster: Cluster, node: Node) -> dict[str, str]:
@@ -65,7 +57,10 @@ def check_node(cluster: Cluster, node: Node, facts: NodeFacts) -> list[Finding]:
     """Everything about one node that its facts alone show."""
     out: list[Finding] = []
     env = effective_env(cluster, node)
-    add = lambda check, level, msg, fix="": out.append(Finding(node.name, check, level, msg, fix))  # noqa: E731
+
+    def add(check: str, level: Severity, msg: str, fix: str = "") -> None:
+        out.append(Finding(node.name, level, check, msg, fix))
+
     holder = facts.holding(node.address)
     nccl = env.get("NCCL_SOCKET_IFNAME")
     where = "[nodes.env]" if "NCCL_SOCKET_IFNAME" in node.env else "[env]"
@@ -116,10 +111,11 @@ def check_node(cluster: Cluster, node: Node, facts: NodeFacts) -> list[Finding]:
     return out
 
 
-def _check_rdma(cluster, node, facts, env, holder, add) -> None:
+def _check_rdma(cluster: Cluster, node: Node, facts: NodeFacts, env: dict[str, str], holder: Interface | None,
+                add: Callable[..., None]) -> None:
     if not cluster.rdma:
         backed = facts.rdma_for(holder.name) if holder else []
-        if backed:
+        if backed and holder is not None:
             add("rdma", WARNING, f"rdma = false but {holder.name} is backed by {', '.join(backed)}: NCCL uses TCP",
                 "set rdma = true (and NCCL_IB_DISABLE = \"0\") to use RoCE")
         return
@@ -139,7 +135,7 @@ def _check_rdma(cluster, node, facts, env, holder, add) -> None:
             add("NCCL_IB_HCA", OK, hca)
     index = env.get("NCCL_IB_GID_INDEX")
     if index and holder is not None:
-        right = {gid_index(facts, d, node.address) for d in facts.rdma_for(holder.name)} - {None}
+        right = {i for d in facts.rdma_for(holder.name) if (i := gid_index(facts, d, node.address)) is not None}
         if right and (not index.isdigit() or int(index) not in right):
             add("NCCL_IB_GID_INDEX", ERROR, f"GID index {index} is stale: the RoCE v2 GID of {node.address} is at "
                                             f"{', '.join(map(str, sorted(right)))}",
@@ -164,122 +160,12 @@ def check_subnets(cluster: Cluster, facts: dict[str, NodeFacts]) -> list[Finding
             continue
         if ipaddress.IPv4Address(node.address) not in ref or (node.name in nets and nets[node.name] != ref):
             mine = f" (its interface has {nets[node.name]})" if node.name in nets else ""
-            out.append(Finding(node.name, "subnet", ERROR, f"address {node.address}{mine} is not on the subnet "
+            out.append(Finding(node.name, ERROR, "subnet", f"address {node.address}{mine} is not on the subnet "
                                                            f"{ref} of {ref_name}",
                                f"give {node.name} an address on {ref} (on its fabric port) and set it as `address`"))
     if not out and len(cluster.nodes) > 1:
-        out.append(Finding("*", "subnet", OK, f"all fabric addresses on {ref}"))
+        out.append(Finding("*", OK, "subnet", f"all fabric addresses on {ref}"))
     return out
-
-
-# --- reachability ------------------------------------------------------------------------------------------
-
-_LISTEN = r"""
-listen() { if command -v nc >/dev/null 2>&1; then nc -l -p "$1" </dev/null >/dev/null 2>&1
-  elif command -v python3 >/dev/null 2>&1; then python3 -c 'import socket,sys
-s=socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(("", int(sys.argv[1])))
-s.listen(4); c, _ = s.accept(); c.close()' "$1"
-  else echo "NO-TOOL"; fi; }
-for p in $PORTS; do listen "$p" & done
-i=0
-while [ $i -lt 100 ]; do
-  t=$(cat /proc/net/tcp /proc/net/tcp6 2>/dev/null); ok=1
-  for p in $PORTS; do h=$(printf ':%04X ' "$p"); case "$t" in *"$h"*) ;; *) ok=0 ;; esac; done
-  [ $ok = 1 ] && break; i=$((i+1)); sleep 0.1
-done
-echo READY
-sleep "$HOLD"
-"""
-
-_CONNECT = r"""
-try() { if command -v nc >/dev/null 2>&1; then nc -w "$WAIT" "$1" "$2" </dev/null 2>&1 >/dev/null
-  elif command -v python3 >/dev/null 2>&1; then python3 -c 'import socket,sys
-socket.create_connection((sys.argv[1], int(sys.argv[2])), float(sys.argv[3])).close()' "$1" "$2" "$WAIT" 2>&1 | tail -1
-  else echo "no nc or python3 in the image"; return 2; fi; }
-for t in $TARGETS; do
-  ( a=${t%:*}; p=${t##*:}; if err=$(try "$a" "$p"); then echo "OK $t"; else echo "FAIL $t $err"; fi ) &
-done
-wait
-"""
-
-
-def check_reach(cluster: Cluster, facts: dict[str, NodeFacts], timeout: float = 60) -> list[Finding]:
-    """Every answering node connects to every other's fabric address: listeners first, then connectors."""
-    from generator.deploy.targets import each
-
-    nodes = [n for n in cluster.nodes if n.name in facts]
-    if len(nodes) < 2:
-        return []
-    base = random.randint(20000, 28000) * 2
-    port = {(a.name, b.name): base + i * len(nodes) + j for i, a in enumerate(nodes)
-            for j, b in enumerate(nodes) if a is not b}  # (listener, connector) -> port
-    tag = f"recipegen-doctor-{base}"
-
-    def listen(node: Node):
-        ports = " ".join(str(port[(node.name, other.name)]) for other in nodes if other is not node)
-        docker = Docker(node.context)
-        docker.run("run", "-d", "--rm", "--pull", "never", "--label", LABEL, "--name", f"{tag}-{node.name}",
-                   "--network", "host", "-e", f"PORTS={ports}", "-e", f"HOLD={LISTEN_SECONDS}", "--entrypoint", "sh",
-                   facts[node.name].image, "-c", _LISTEN, timeout=30)
-        deadline = time.monotonic() + READY_SECONDS
-        while time.monotonic() < deadline:
-            logs = docker.run("logs", f"{tag}-{node.name}", timeout=10)
-            if "NO-TOOL" in logs:
-                raise ProbeError(f"the image {facts[node.name].image} has neither nc nor python3 to listen with")
-            if "READY" in logs:
-                return True
-            time.sleep(0.2)
-        raise ProbeError(f"the listener did not start within {READY_SECONDS}s")
-
-    out: list[Finding] = []
-    try:
-        ready = each(nodes, listen)
-        listening = [n for n in nodes if ready[n.name] is True]
-        for n in nodes:
-            if ready[n.name] is not True:
-                out.append(Finding(n.name, "reach", WARNING, f"could not start a listener: {_reason(ready[n.name])}",
-                                   "pass --image with an image that has sh and nc (busybox)"))
-
-        def connect(node: Node):
-            targets = " ".join(f"{o.address}:{port[(o.name, node.name)]}" for o in listening if o is not node)
-            if not targets:
-                return ""
-            return Docker(node.context).run(
-                "run", "--rm", "--pull", "never", "--label", LABEL, "--network", "host", "-e", f"TARGETS={targets}",
-                "-e", f"WAIT={CONNECT_SECONDS}", "--entrypoint", "sh", facts[node.name].image, "-c", _CONNECT,
-                timeout=min(timeout, 30 + CONNECT_SECONDS * len(nodes)))
-
-        results = each(nodes, connect)
-    finally:  # every node, not only those known to have started one: a timed-out `run -d` may still have
-        each(nodes, lambda n: Docker(n.context).run("rm", "-f", f"{tag}-{n.name}", timeout=20))
-    by_addr = {n.address: n for n in nodes}
-    for node in nodes:
-        result = results[node.name]
-        if isinstance(result, BaseException):
-            out.append(Finding(node.name, "reach", WARNING, f"connector did not run: {_reason(result)}", ""))
-            continue
-        for line in result.splitlines():
-            word, _, rest = line.partition(" ")
-            target, _, why = rest.partition(" ")
-            other = by_addr.get(target.rpartition(":")[0])
-            if other is None:
-                continue
-            if word == "OK":
-                out.append(Finding(node.name, "reach", OK, f"reaches {other.name} at {target}"))
-            elif word == "FAIL":
-                head = " (the head)" if other is cluster.nodes[0] else ""
-                why = " ".join(why.split()) or "failed"
-                out.append(Finding(node.name, "reach", ERROR,
-                                   f"cannot reach {other.name}{head} at {target} over TCP: {why}",
-                                   f"check the cable and link of both fabric ports, that {other.address} is on the "
-                                   f"same subnet as {node.address}, and no firewall drops the fabric"))
-    return out
-
-
-def _reason(exc: object) -> str:
-    if isinstance(exc, DockerError):
-        return error_detail(exc)
-    return str(exc)
 
 
 # --- the whole check ---------------------------------------------------------------------------------------
@@ -293,31 +179,29 @@ def gpu_finding(cluster: Cluster, node: Node, facts: NodeFacts) -> Finding | Non
         flag = "--gpus all" if cluster.gpu == "nvidia" else "--device nvidia.com/gpu=all"
         fix = ("install the NVIDIA Container Toolkit and restart docker" if cluster.gpu == "nvidia"
                else "generate the CDI spec: nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml")
-        return Finding(node.name, "gpu", ERROR, f"a {flag} container does not start: "
+        return Finding(node.name, ERROR, "gpu", f"a {flag} container does not start: "
                                                 f"{gpu.detail if gpu else 'not tried'}", fix)
     shown = ", ".join(gpu.devices) or "container starts (no nvidia-smi in the image)"
-    return Finding(node.name, "gpu", OK, f"{cluster.gpu}: {shown}")
+    return Finding(node.name, OK, "gpu", f"{cluster.gpu}: {shown}")
 
 
 def doctor(cluster: Cluster, image: str | None = None, timeout: float = 60, reach: bool = True
            ) -> list[Finding]:
-    from generator.deploy.targets import each
-
     memlock = cluster.ulimits.memlock
 
     def look(node: Node) -> tuple[NodeFacts, list[Finding]]:
         f = gather(node.context, image=image, memlock=memlock, gpu=cluster.gpu if cluster.gpu != "none" else None,
                    timeout=timeout)
-        found = [Finding(node.name, "context", OK,
+        found = [Finding(node.name, OK, "context",
                          f"'{node.context}' answers (engine {f.engine}, probe image {f.image})")]
         if f.memlock_ok is False:
             hard = {None: "unknown", -1: "unlimited"}.get(f.memlock_hard, f"{f.memlock_hard} bytes")
-            found.append(Finding(node.name, "memlock", ERROR,
+            found.append(Finding(node.name, ERROR, "memlock",
                                  f"a container with memlock={memlock} does not start (the hard limit is {hard})",
                                  "raise the limit on the node (LimitMEMLOCK=infinity in docker.service, then restart "
                                  f"docker) or lower [ulimits] memlock to {f.memlock_hard}"))
         else:
-            found.append(Finding(node.name, "memlock", OK, f"memlock={memlock} can be set"))
+            found.append(Finding(node.name, OK, "memlock", f"memlock={memlock} can be set"))
         g = gpu_finding(cluster, node, f)
         if g:
             found.append(g)
@@ -329,13 +213,13 @@ def doctor(cluster: Cluster, image: str | None = None, timeout: float = 60, reac
     for node in cluster.nodes:
         r = results[node.name]
         if isinstance(r, BaseException):
-            msg = str(r) if isinstance(r, ProbeError) else _reason(r)
-            if "does not answer" in msg or "no answer within" in msg:
-                fix = (f"check `docker --context {node.context} info` (the context, ssh access to {node.ssh_host}, "
-                       "the docker service); `recipegen contexts`")
-            else:
-                fix = "load a small image with sh on the node (e.g. busybox), or pass --image"
-            findings.append(Finding(node.name, "context", ERROR, msg, fix))
+            code = r.code if isinstance(r, ProbeError) else codes.PROBE_FAILED
+            fix = {codes.CONTEXT_UNREACHABLE: f"check `docker --context {node.context} info` (the context, ssh access "
+                                              f"to {node.ssh_host}, the docker service); `recipegen contexts`",
+                   codes.CONTEXT_MISSING: "recipegen contexts --create",
+                   codes.PROBE_NO_IMAGE: "load a small image with sh on the node (e.g. busybox), or pass --image",
+                   }.get(code, "")
+            findings.append(Finding(node.name, ERROR, "context", reason(r), fix))
             continue
         facts[node.name] = r[0]
         findings += r[1]

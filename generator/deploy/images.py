@@ -7,11 +7,15 @@ matches the source's are left alone, so a second run copies nothing.
 
 from __future__ import annotations
 
-import subprocess
 from dataclasses import dataclass
 
-from generator.deploy.docker import DockerError, reason
-from generator.deploy.targets import Deployment, Target, each
+from generator.deploy import findings as codes
+from generator.deploy.docker import DockerError, Failure, pipe, reason
+from generator.deploy.findings import Finding, Severity
+from generator.deploy.targets import CompiledDeployment, Target, each
+
+COPY_TIMEOUT = 3600.0
+BUILD_TIMEOUT = 3600.0
 
 
 @dataclass(frozen=True)
@@ -19,59 +23,56 @@ class ImageResult:
     node: str
     action: str  # "present", "copied from X", "built", "failed"
     image_id: str | None
-    error: str | None = None
+    finding: Finding | None = None  # why it failed
 
 
-def sync_images(dep: Deployment) -> list[ImageResult]:
+def _failed(node: str, code: str, message: str) -> ImageResult:
+    return ImageResult(node, "failed", None, Finding(node, Severity.ERROR, code, message))
+
+
+def _unreadable(target: Target, exc: Exception) -> ImageResult:
+    """The node could not say whether it has the image: docker's own words are the message."""
+    unreachable = isinstance(exc, DockerError) and exc.failure in (Failure.UNREACHABLE, Failure.NO_CONTEXT,
+                                                                   Failure.TIMEOUT)
+    return _failed(target.name, codes.CONTEXT_UNREACHABLE if unreachable else codes.IMAGE_UNREADABLE, reason(exc))
+
+
+def sync_images(dep: CompiledDeployment) -> list[ImageResult]:
     image = dep.plan.head.image
     ids = each(dep.targets, lambda t: t.docker.image_id(image))
-    failed = {n: r for n, r in ids.items() if isinstance(r, BaseException)}
-    results: dict[str, ImageResult] = {n: ImageResult(n, "failed", None, reason(e)) for n, e in failed.items()}
-    live = [t for t in dep.targets if t.name not in failed]
+    results: dict[str, ImageResult] = {t.name: _unreadable(t, r) for t in dep.targets
+                                       if isinstance(r := ids[t.name], Exception)}
+    live = [t for t in dep.targets if t.name not in results]
+    present = {t.name: i for t in live if isinstance(i := ids[t.name], str)}
     if dep.plan.head.build_context:
-        todo = [t for t in live if ids[t.name] is None]
-        built = each(todo, lambda t: t.docker.compose(str(t.compose_file), "build", timeout=3600))
+        todo = [t for t in live if t.name not in present]
+        built = each(todo, lambda t: t.docker.compose(str(t.compose_file), "build", timeout=BUILD_TIMEOUT))
+        for t in todo:
+            err = built[t.name]
+            results[t.name] = (ImageResult(t.name, "built", t.docker.image_id(image)) if not isinstance(err, Exception)
+                               else _failed(t.name, codes.IMAGE_BUILD_FAILED, reason(err)))
+    elif not present:
         for t in live:
-            if t in todo:
-                err = built[t.name]
-                results[t.name] = (ImageResult(t.name, "built", t.docker.image_id(image)) if err is None
-                                   else ImageResult(t.name, "failed", None, reason(err)))
-            else:
-                results[t.name] = ImageResult(t.name, "present", ids[t.name])
-        return [results[t.name] for t in dep.targets]
-    sources = [t for t in live if ids[t.name]]
-    if not sources:
-        return [results.get(t.name) or ImageResult(t.name, "failed", None,
-                                                   f"{image} is on none of the recipe's nodes and it has no "
-                                                   "build context (docker_image_dir)") for t in dep.targets]
-    source = sources[0]
-    want = ids[source.name]
-    todo = [t for t in live if ids[t.name] != want]
-    copied = each(todo, lambda t: _copy(source, t, image))
+            results[t.name] = _failed(t.name, codes.IMAGE_NOWHERE, f"{image} is on none of the recipe's nodes and it "
+                                                                   "has no build context (docker_image_dir)")
+    else:
+        source = next(t for t in live if t.name in present)
+        want = present[source.name]
+        todo = [t for t in live if present.get(t.name) != want]
+        copied = each(todo, lambda t: _copy(source, t, image, want))
+        for t in todo:
+            got = copied[t.name]
+            results[t.name] = (_failed(t.name, codes.IMAGE_COPY_FAILED, reason(got)) if isinstance(got, Exception)
+                               else ImageResult(t.name, f"copied from {source.name}", got))
     for t in live:
-        if t in todo:
-            err = copied[t.name]
-            new_id = None if err is not None else t.docker.image_id(image)
-            if err is None and new_id != want:
-                err = RuntimeError(f"image id after load is {new_id}, expected {want}")
-            results[t.name] = (ImageResult(t.name, f"copied from {source.name}", new_id) if err is None
-                               else ImageResult(t.name, "failed", None, reason(err)))
-        else:
-            results[t.name] = ImageResult(t.name, "present", ids[t.name])
+        results.setdefault(t.name, ImageResult(t.name, "present", present.get(t.name)))
     return [results[t.name] for t in dep.targets]
 
 
-def _copy(source: Target, target: Target, image: str) -> None:
-    """Stream `docker save` from one node into `docker load` on another, with no file in between."""
-    save = subprocess.Popen(source.docker.command("save", image), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    try:
-        load = subprocess.run(target.docker.command("load", "-q"), stdin=save.stdout, capture_output=True,
-                              timeout=3600)
-    finally:
-        save.stdout.close()
-        save_err = save.stderr.read().decode("utf-8", "replace")
-        save.wait(timeout=60)
-    if save.returncode != 0:
-        raise DockerError(source.docker.command("save", image), save.returncode, "", save_err)
-    if load.returncode != 0:
-        raise DockerError(target.docker.command("load"), load.returncode, load.stdout.decode(), load.stderr.decode())
+def _copy(source: Target, target: Target, image: str, want: str) -> str:
+    """Stream `docker save` from one node into `docker load` on another; the id the target then has."""
+    pipe(source.docker.command("save", image), target.docker.command("load", "-q"), COPY_TIMEOUT)
+    got = target.docker.image_id(image)
+    if got != want:
+        raise RuntimeError(f"image id after load is {got}, expected {want}")
+    return got

@@ -4,6 +4,7 @@ tables, /proc/self/limits, `nvidia-smi -L`, `docker info`) into `NodeFacts`. No 
 
 from __future__ import annotations
 
+from typing import Any
 import ipaddress
 import re
 from dataclasses import dataclass
@@ -189,7 +190,7 @@ def parse_nvidia_smi(text: str) -> list[str]:
     return [line.strip() for line in text.splitlines() if re.match(r"^GPU \d+:", line.strip())]
 
 
-def facts_from_sections(sections: dict[str, str], context: str = "", info: dict | None = None,
+def facts_from_sections(sections: dict[str, str], context: str = "", info: dict[str, Any] | None = None,
                         gpu: GpuInfo | None = None) -> NodeFacts:
     facts = NodeFacts(context=context, gpu=gpu)
     facts.hostname = sections.get("hostname", "").strip() or (info or {}).get("Name", "")

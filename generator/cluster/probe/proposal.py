@@ -5,6 +5,7 @@ from __future__ import annotations
 import ipaddress
 import re
 from dataclasses import dataclass, field
+from typing import Sequence
 
 from generator.cluster.probe.facts import Interface, NodeFacts, gid_index
 
@@ -128,7 +129,7 @@ def propose(facts: list[NodeFacts], name: str = "cluster", user: str | None = No
             if i not in networks[c.address.network]:
                 networks[c.address.network].append(i)
 
-    def score(net: ipaddress.IPv4Network):
+    def score(net: ipaddress.IPv4Network) -> tuple[int, int, int, int]:
         on = [c for cands in per_node for c in cands if c.address.network == net]
         return (len(networks[net]), sum(c.rdma for c in on), sum(c.up for c in on), -int(net.network_address))
 
@@ -186,7 +187,7 @@ def propose(facts: list[NodeFacts], name: str = "cluster", user: str | None = No
     return proposal
 
 
-def _agree(proposal: Proposal, key: str, values: list[str | None]) -> None:
+def _agree(proposal: Proposal, key: str, values: Sequence[str | None]) -> None:
     """A variable in the cluster's [env] when all nodes agree, else per node in [nodes.env]."""
     present = [v for v in values if v is not None]
     if not present:
@@ -210,16 +211,17 @@ def _fabric_env(p: Proposal, facts: list[NodeFacts]) -> None:
     if all(backed):
         p.rdma = True
         p.env["NCCL_IB_DISABLE"] = "0"
-        hcas, gids = [], []
+        hcas: list[str] = []
+        gids: list[str | None] = []
         for f, n in zip(facts, p.nodes):
             fabric_nets = {a.network for a in f.interfaces[n.iface].ipv4} if n.iface else set()
             shared = _shared_networks(facts, p)
-            devs = set(f.rdma_for(n.iface))
+            devs = set(f.rdma_for(n.iface or ""))
             for iface in f.interfaces.values():
                 if iface.up and any(a.network in shared or a.network in fabric_nets for a in iface.ipv4):
                     devs.update(f.rdma_for(iface.name))
-            hcas.append(",".join(sorted(devs, key=lambda d: (d not in f.rdma_for(n.iface), d))))
-            idx = {gid_index(f, d, n.address) for d in f.rdma_for(n.iface)} - {None}
+            hcas.append(",".join(sorted(devs, key=lambda d: (d not in f.rdma_for(n.iface or ""), d))))
+            idx = {i for d in f.rdma_for(n.iface or "") if (i := gid_index(f, d, n.address)) is not None}
             gids.append(str(idx.pop()) if len(idx) == 1 else None)
         _agree(p, "NCCL_IB_HCA", hcas)
         if all(g is not None for g in gids):

@@ -4,10 +4,12 @@ trial, through the node's Docker context (`generator.deploy.docker.Docker`). No 
 
 from __future__ import annotations
 
+from typing import Any
 import re
 import time
 
-from generator.deploy.docker import Docker, DockerError
+from generator.deploy import findings as codes
+from generator.deploy.docker import Docker, DockerError, Failure
 from generator.cluster.probe.facts import GpuInfo, NodeFacts
 from generator.cluster.probe.parse import facts_from_sections, parse_nvidia_smi, parse_sections
 
@@ -40,7 +42,12 @@ GPU_SCRIPT = ('nvidia-smi -L 2>&1 || echo "nvidia-smi: not available in this ima
 
 
 class ProbeError(Exception):
-    """A node could not be probed; the message says why, in one line."""
+    """A node could not be probed; the message says why, in one line, and `code` (generator.deploy.findings)
+    what kind of why: the context does not answer, no image to probe in, or the probe itself failed."""
+
+    def __init__(self, message: str, code: str = codes.PROBE_FAILED):
+        super().__init__(message)
+        self.code = code
 
 
 _SIZE = re.compile(r"^([\d.]+)\s*([kMGT]?B)$", re.I)
@@ -52,7 +59,7 @@ def _size(text: str) -> float:
     return float(m.group(1)) * _UNITS[m.group(2).lower()] if m else float("inf")
 
 
-def image_candidates(rows: list[dict]) -> list[str]:
+def image_candidates(rows: list[dict[str, Any]]) -> list[str]:
     """Images of `docker image ls` worth running the probe in: tagged ones, smallest first."""
     found = []
     for row in rows:
@@ -71,15 +78,13 @@ class Deadline:
     def left(self, cap: float) -> float:
         left = self.end - time.monotonic()
         if left <= 0:
-            raise ProbeError(f"no answer within {self.seconds:.0f}s")
+            raise ProbeError(f"no answer within {self.seconds:.0f}s", codes.CONTEXT_UNREACHABLE)
         return min(cap, left)
 
 
 def error_detail(exc: DockerError) -> str:
-    """Why a docker command failed (`DockerError.detail`), whitespace collapsed. A long one keeps its start (what
-    failed: "Error response from daemon: ...") and its end (why), joined by " ... ": cutting either loses it."""
-    text = " ".join(exc.detail.split())
-    return text if len(text) <= 480 else f"{text[:160]} ... {text[-300:]}"
+    """Why a docker command failed, in one line (`DockerError.short`)."""
+    return exc.short
 
 
 def run_in(docker: Docker, image: str, script: str, deadline: Deadline, *flags: str, cap: float = 60) -> str:
@@ -100,7 +105,7 @@ def _rlimit_refused(exc: DockerError) -> bool:
 def context_endpoint(context: str, timeout: float = 10) -> str:
     try:
         rows = Docker("default").json("context", "inspect", context, timeout=timeout)
-        return rows[0]["Endpoints"]["docker"]["Host"]
+        return str(rows[0]["Endpoints"]["docker"]["Host"])  # type: ignore[index]  # any shape error: LookupError, TypeError
     except (DockerError, LookupError, TypeError, ValueError):
         return ""
 
@@ -114,9 +119,11 @@ def gather(context: str, image: str | None = None, memlock: int | None = -1, gpu
     try:
         info = docker.info(timeout=deadline.left(15))
     except DockerError as exc:
-        raise ProbeError(f"context '{context}' does not answer: {error_detail(exc)}") from None
+        code = codes.CONTEXT_MISSING if exc.failure is Failure.NO_CONTEXT else codes.CONTEXT_UNREACHABLE
+        raise ProbeError(f"context '{context}' does not answer: {error_detail(exc)}", code) from None
     if not isinstance(info, dict) or not info.get("ServerVersion"):
-        raise ProbeError(f"context '{context}' does not answer: {(info or {}).get('ServerErrors') or 'no engine'}")
+        raise ProbeError(f"context '{context}' does not answer: {(info or {}).get('ServerErrors') or 'no engine'}",
+                         codes.CONTEXT_UNREACHABLE)
     if image:
         candidates = [image]
     else:
@@ -127,7 +134,7 @@ def gather(context: str, image: str | None = None, memlock: int | None = -1, gpu
             raise ProbeError(f"cannot list images: {error_detail(exc)}") from None
         if not candidates:
             raise ProbeError("no image on this node to run the probe in (load a small one, e.g. busybox, "
-                             "or the engine image; or pass --image)")
+                             "or the engine image; or pass --image)", codes.PROBE_NO_IMAGE)
     output, chosen, unlimited, tried = None, None, None, []
     for candidate in candidates[:3]:
         flags = ["--network", "host"]
@@ -150,7 +157,8 @@ def gather(context: str, image: str | None = None, memlock: int | None = -1, gpu
             if not _unusable_image(exc) or image:
                 raise ProbeError(f"the probe container did not run in {candidate}: {error_detail(exc)}") from None
     if output is None or chosen is None:
-        raise ProbeError("no image here has a shell to run the probe (" + "; ".join(tried) + "); pass --image")
+        raise ProbeError("no image here has a shell to run the probe (" + "; ".join(tried) + "); pass --image",
+                         codes.PROBE_NO_IMAGE)
     sections = parse_sections(output)
     if "end" not in sections:
         raise ProbeError(f"the probe's output in {chosen} is incomplete (did `sh` run the script?)")
@@ -162,7 +170,7 @@ def gather(context: str, image: str | None = None, memlock: int | None = -1, gpu
     return facts
 
 
-def probe_gpu(docker: Docker, image: str, info: dict, deadline: Deadline, mode: str = "auto") -> GpuInfo:
+def probe_gpu(docker: Docker, image: str, info: dict[str, Any], deadline: Deadline, mode: str = "auto") -> GpuInfo:
     """Does the engine give containers the GPU: a `--gpus all` trial (and CDI where the engine has spec dirs)."""
     runtimes = sorted((info.get("Runtimes") or {}).keys())
     cdi_dirs = list(info.get("CDISpecDirs") or [])

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import re
 from functools import cache
+from typing import TYPE_CHECKING
 
 from generator.cluster.probe.facts import NodeFacts
 from generator.cluster.probe.proposal import Proposal
 from generator.render import Raw, comment, make_environment
+
+if TYPE_CHECKING:
+    import jinja2
 
 DEFAULT_STACK = 67108864
 _BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
@@ -44,13 +48,14 @@ def toml_comment(text: object) -> Raw:
 
 
 @cache
-def _environment():
+def _environment() -> jinja2.Environment:
     return make_environment(toml_value, {"key": toml_key, "comment": toml_comment})
 
 
 def render_cluster(p: Proposal, schema_path: str = "./schema/cluster.schema.json") -> str:
-    return _environment().get_template("cluster.toml.j2").render(p=p, schema_path=Raw(schema_path),
-                                                                 stack=DEFAULT_STACK)
+    text: str = _environment().get_template("cluster.toml.j2").render(p=p, schema_path=Raw(schema_path),
+                                                                      stack=DEFAULT_STACK)
+    return text
 
 
 def summary_rows(facts: list[NodeFacts], p: Proposal) -> list[list[str]]:
