@@ -54,13 +54,14 @@ class UpResult:
 
 
 def up(dep: CompiledDeployment, backend: Backend, timeout: float, keep: bool,
-       on_change: Callable[[str, str], None]) -> UpResult:
+       on_change: Callable[[str, str], None],
+       node_checks: Callable[[CompiledDeployment], list[Finding]] = preflight) -> UpResult:
     """Preflight every node (all at once), start every rank (at once), wait until the head serves. On failure:
     every rank's last log lines, then everything stopped (unless keep)."""
     found = backend.ready(dep, change=True)
     if errors(found):
         return UpResult(dep.project, found)
-    found += preflight(dep) + backend.preflight(dep)
+    found += node_checks(dep) + backend.preflight(dep)
     if errors(found):
         return UpResult(dep.project, found)
     try:
