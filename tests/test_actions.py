@@ -173,7 +173,11 @@ def test_up_starts_nothing_when_a_node_fails_preflight(deployment: CompiledDeplo
     assert "start" not in backend.calls and "stop" not in backend.calls
 
 
-def test_up_that_a_rank_dies_in_shows_every_ranks_logs_and_cleans_up(deployment: CompiledDeployment):
+def test_up_that_a_rank_dies_in_shows_every_ranks_logs_and_cleans_up(deployment: CompiledDeployment,
+                                                                     monkeypatch: pytest.MonkeyPatch):
+    # The last lines come from each node's container (the same for both backends): here, from a fake docker.
+    commands = {t.name: [sys.executable, "-c", f"print('last words of {t.name}')"] for t in deployment.targets}
+    monkeypatch.setattr(actions, "container_logs", lambda dep, nodes, follow, tail: commands)
     backend = FakeBackend(ranks={"spark2": exited})
     result = up(deployment, backend)
     assert result.started and not result.ok

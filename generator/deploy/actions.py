@@ -3,18 +3,20 @@ with every node's outcome); the CLI only formats it. No action knows which backe
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
-from generator.deploy.backends.base import NOT_STARTED, Backend, Outcome, RankState
+from generator.deploy.backends.base import NOT_STARTED, Backend, Outcome, RankState, container_logs
 from generator.deploy.docker import merged_lines, output_of
 from generator.deploy.findings import Finding, errors
 from generator.deploy.preflight import preflight
 from generator.deploy.readiness import DeployFailed, wait_until_serving
-from generator.deploy.targets import CompiledDeployment, Deployment, Target
+from generator.deploy.targets import CompiledDeployment, Deployment, Target, each
 from generator.plan import duration_seconds
 
 LAST_LINES = 30  # of each rank's log, shown when `up` fails
+LOG_PATIENCE = 3.0  # seconds a rank's empty log is asked again before it is shown empty
 GONE_MARGIN = 60.0  # seconds `down` waits for the last container beyond the stop grace period
 
 
@@ -75,7 +77,7 @@ def up(dep: CompiledDeployment, backend: Backend, timeout: float, keep: bool,
         failure = str(exc) or type(exc).__name__
     else:
         return UpResult(dep.project, found, url=dep.url)
-    logs = last_logs(dep, backend)
+    logs = last_logs(dep)
     return UpResult(dep.project, found, failure=failure, last_logs=logs,
                     cleanup=None if keep else down(dep, backend))
 
@@ -123,10 +125,20 @@ def logs(dep: Deployment, backend: Backend, nodes: tuple[Target, ...], follow: b
     return LogStreams(backend.log_commands(dep, nodes, follow, tail))
 
 
-def last_logs(dep: Deployment, backend: Backend, lines: int = LAST_LINES) -> dict[str, str]:
-    """Every rank's last log lines (a failed `up` shows them, whichever backend started the ranks)."""
-    from generator.deploy.targets import each
+def last_logs(dep: Deployment, lines: int = LAST_LINES) -> dict[str, str]:
+    """Every rank's last log lines, from its container on its node: a failed `up` shows them the same way
+    whichever backend started the ranks (Compose and Swarm containers both carry the recipe's label). A log still
+    empty is asked again for a moment: a rank that just started may not have said anything yet."""
+    commands = container_logs(dep, dep.targets, follow=False, tail=lines)
 
-    commands = backend.log_commands(dep, dep.targets, follow=False, tail=lines)
-    texts = each(dep.targets, lambda t: c if isinstance(c := commands[t.name], str) else output_of(c))
+    def read(target: Target) -> str:
+        command = commands[target.name]
+        if isinstance(command, str):
+            return f"({command})"
+        deadline = time.monotonic() + LOG_PATIENCE
+        while not (text := output_of(command)) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        return text
+
+    texts = each(dep.targets, read)
     return {name: text if isinstance(text, str) else f"(logs unavailable: {text})" for name, text in texts.items()}

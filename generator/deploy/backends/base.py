@@ -76,6 +76,31 @@ class Backend(Protocol):
 
 
 NOT_STARTED = "not started"
+_FINISHED = ("exited", "dead")
+
+
+def container_logs(dep: Deployment, nodes: tuple[Target, ...], follow: bool, tail: int | None
+                   ) -> dict[str, list[str] | str]:
+    """`docker logs` of each node's rank container, asked of the node itself (Compose and Swarm containers both
+    carry the recipe label). Where a rank died and was replaced (Swarm keeps the dead task's container), the dead
+    one's log says why: it is chosen over the newer one; otherwise the newest."""
+    def pick(target: Target) -> str | None:
+        rows = target.docker.containers(dep.label)  # newest first
+        chosen = next((r for r in rows if r.get("State") in _FINISHED), rows[0] if rows else None)
+        return str(chosen["ID"]) if chosen else None
+
+    ids = each(nodes, pick)
+    commands: dict[str, list[str] | str] = {}
+    for target in nodes:
+        cid = ids[target.name]
+        if isinstance(cid, Exception):
+            commands[target.name] = reason(cid)
+        elif not cid:
+            commands[target.name] = NOT_STARTED
+        else:
+            commands[target.name] = target.docker.command(
+                "logs", *(["-f"] if follow else []), *(["--tail", str(tail)] if tail is not None else []), cid)
+    return commands
 
 
 def leftovers(target: Target, label: str) -> list[str]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import tempfile
 
 from generator.deploy import findings as codes
-from generator.deploy.backends.base import NOT_STARTED, Outcome, RankState, since, wait_gone
+from generator.deploy.backends.base import Outcome, RankState, container_logs, since, wait_gone
 from generator.deploy.docker import DockerError, JSONObject, compose_missing, reason
 from generator.deploy.findings import Finding, Severity
 from generator.deploy.names import container_name
@@ -64,19 +64,7 @@ class ComposeBackend:
 
     def log_commands(self, dep: Deployment, nodes: tuple[Target, ...], follow: bool, tail: int | None
                      ) -> dict[str, list[str] | str]:
-        ids = each(nodes, lambda t: (t.docker.containers(dep.label) or [{}])[0].get("ID"))
-        commands: dict[str, list[str] | str] = {}
-        for target in nodes:
-            cid = ids[target.name]
-            if isinstance(cid, Exception):
-                commands[target.name] = reason(cid)
-            elif not cid:
-                commands[target.name] = NOT_STARTED
-            else:
-                commands[target.name] = target.docker.command(
-                    "logs", *(["-f"] if follow else []), *(["--tail", str(tail)] if tail is not None else []),
-                    str(cid))
-        return commands
+        return container_logs(dep, nodes, follow, tail)
 
     def stop(self, dep: Deployment) -> list[Outcome]:
         """`compose down` on every node at once; a node that does not answer is reported, the others cleaned."""

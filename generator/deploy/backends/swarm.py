@@ -36,8 +36,17 @@ def task_state(node: str, context: str, service: str, rows: list[JSONObject], ta
     exit_code = _dict(status.get("ContainerStatus")).get("ExitCode")
     said = str(status.get("Err") or "") or (f"exit {exit_code}" if shown == "exited" and exit_code is not None
                                             else str(status.get("Message") or state))
+    last = _last_failure(tasks)
+    if last and last != said:  # a replacement task says nothing of why its rank died: the failed one does
+        said = f"{said}; before: {last}"
     return RankState(node, context, str(row.get("Name", service)), shown, said, failures,
                      uptime=since(str(status.get("Timestamp", ""))) if shown == "running" else "-")
+
+
+def _last_failure(tasks: list[JSONObject]) -> str:
+    failed = [_dict(t.get("Status")) for t in tasks if _dict(t.get("Status")).get("State") in ("failed", "rejected")]
+    latest = max(failed, key=lambda s: str(s.get("Timestamp", "")), default=None)
+    return str(latest.get("Err") or latest.get("State")) if latest else ""
 
 
 class SwarmBackend:
@@ -113,6 +122,8 @@ class SwarmBackend:
 
     def log_commands(self, dep: Deployment, nodes: tuple[Target, ...], follow: bool, tail: int | None
                      ) -> dict[str, list[str] | str]:
+        """The service's log through the manager: every task's, across replacements. (It omits a task still
+        `starting`, its healthcheck pending: a failed `up` reads the nodes' containers instead, see actions.)"""
         options = [*(["-f"] if follow else []), *(["--tail", str(tail)] if tail is not None else [])]
         return {t.name: self.manager.command("service", "logs", "--raw", *options, stack_service(dep.project, t.name))
                 for t in nodes}
