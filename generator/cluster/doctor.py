@@ -15,6 +15,7 @@ from typing import Callable
 
 from generator.cluster.probe import NodeFacts, ProbeError, exclusion, gather, gid_index
 from generator.cluster.probe.facts import Interface
+from generator.cluster.probe.proposal import FABRIC_VARS
 from generator.cluster.reach import check_reach
 from generator.deploy import findings as codes
 from generator.deploy.docker import reason
@@ -86,7 +87,7 @@ def check_node(cluster: Cluster, node: Node, facts: NodeFacts) -> list[Finding]:
                                              f"{', '.join(missing)}, which this node does not have "
                                              f"(it has: {_listing(facts)})",
                 f"set [nodes.env] NCCL_SOCKET_IFNAME = \"{fix_name}\" for {node.name} "
-                f"(and GLOO_SOCKET_IFNAME, TP_SOCKET_IFNAME, UCX_NET_DEVICES)")
+                f"(and {', '.join(FABRIC_VARS[1:])})")
         elif names and holder is not None and holder not in found:
             add("NCCL_SOCKET_IFNAME", ERROR, f"NCCL_SOCKET_IFNAME = \"{nccl}\" but the address {node.address} is on "
                                              f"{holder.name}: ranks would bind one interface and advertise another",
@@ -98,7 +99,7 @@ def check_node(cluster: Cluster, node: Node, facts: NodeFacts) -> list[Finding]:
                     f"bring it up on the node (`ip link set {down[0].name} up`; check the cable)")
             else:
                 add("NCCL_SOCKET_IFNAME", OK, f"{nccl}: {', '.join(i.name for i in found)} up")
-    for var in ("GLOO_SOCKET_IFNAME", "TP_SOCKET_IFNAME", "UCX_NET_DEVICES"):
+    for var in FABRIC_VARS[1:]:  # after NCCL_SOCKET_IFNAME, checked above
         value = env.get(var)
         if not value or value == "all":
             continue

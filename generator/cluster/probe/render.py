@@ -8,12 +8,13 @@ from typing import TYPE_CHECKING
 
 from generator.cluster.probe.facts import NodeFacts
 from generator.cluster.probe.proposal import Proposal
+from generator.model import Ulimits
 from generator.render import Raw, comment, make_environment
 
 if TYPE_CHECKING:
     import jinja2
 
-DEFAULT_STACK = 67108864
+DEFAULT_STACK = Ulimits().stack  # the model's default, written out so the file says what applies
 _BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
 _TOML_ESCAPE = re.compile("[\x00-\x1f\x7f\u2028\u2029]")
 
