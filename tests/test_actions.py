@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -229,3 +230,26 @@ def test_logs_say_which_nodes_gave_none(deployment: CompiledDeployment):
     assert sorted(streams.lines()) == [("spark1", "a"), ("spark1", "b"), ("spark2", "(no container: error during connect)"),
                                        ("spark3", "(no container: not started)")]
     assert streams.failed == ["spark2"]
+
+
+def test_wait_gone_waits_for_the_last_container_but_not_for_a_dead_node(deployment: CompiledDeployment,
+                                                                        monkeypatch: pytest.MonkeyPatch):
+    from generator.deploy.backends import base
+
+    looks = {"spark1": 0, "spark2": 0}
+
+    def leftovers(target: Target, label: str) -> list[str]:
+        looks[target.name] += 1
+        if target.name == "spark2":
+            raise failure("unreachable")
+        return ["pair_spark1.1.abc"] if looks["spark1"] < 3 else []  # the task container goes on the third look
+
+    monkeypatch.setattr(base, "leftovers", leftovers)
+    monkeypatch.setattr(base, "GONE_POLL", 0.01)
+    started = time.monotonic()
+    left = base.wait_gone(deployment, deployment.targets, timeout=30)
+    assert time.monotonic() - started < 5
+    assert looks == {"spark1": 3, "spark2": 1}
+    assert list(left) == ["spark2"] and left["spark2"][0].startswith("(no answer: Cannot connect to the Docker daemon")
+    monkeypatch.setattr(base, "leftovers", lambda target, label: ["stuck"])
+    assert base.wait_gone(deployment, deployment.targets[:1], timeout=0.05) == {"spark1": ["stuck"]}

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Protocol
 
-from generator.deploy.docker import DockerError, reason
+from generator.deploy.docker import reason
 from generator.deploy.findings import Finding
 from generator.deploy.targets import CompiledDeployment, Deployment, Target, each
 
@@ -110,17 +110,16 @@ def leftovers(target: Target, label: str) -> list[str]:
 
 def wait_gone(dep: Deployment, nodes: tuple[Target, ...], timeout: float) -> dict[str, list[str]]:
     """Poll every node (at once) until none has a container of the recipe, at most `timeout` seconds. A node that
-    stops answering counts as not clean: nobody can say its containers are gone."""
+    stops answering is reported at once: nobody can say its containers are gone, and waiting will not tell."""
     deadline = time.monotonic() + timeout
-    left: dict[str, list[str]] = {t.name: [] for t in nodes}
+    left: dict[str, list[str]] = {}
     pending = list(nodes)
     while pending:
         found = each(pending, lambda t: leftovers(t, dep.label))
         for target in pending:
             result = found[target.name]
-            left[target.name] = ([f"(no answer: {reason(result)})"] if isinstance(result, (DockerError, Exception))
-                                 else result)
-        pending = [t for t in pending if left[t.name]]
+            left[target.name] = [f"(no answer: {reason(result)})"] if isinstance(result, Exception) else result
+        pending = [t for t in pending if left[t.name] and not isinstance(found[t.name], Exception)]
         if not pending or time.monotonic() >= deadline:
             break
         time.sleep(GONE_POLL)
