@@ -73,58 +73,47 @@ def cluster_group() -> None:
 def cluster_probe(contexts: tuple[str, ...], write_path: Path | None, force: bool, name: str, user: str | None,
                   hf_cache: str | None, image: str | None, timeout: float) -> None:
     """Read each node's interfaces, RDMA devices, GPU runtime and memlock limit; propose a cluster file."""
-    from generator.deploy.targets import each
-    from generator.diagnostics import display_path
+    from rich.console import Console
     from rich.markup import escape
+    from rich.table import Table
 
-    from generator.cluster.probe import ProbeError, gather, propose, write_atomic
-    from generator.cluster.probe.render import render_cluster, summary_rows
+    from generator.cluster.probe import write_atomic
+    from generator.cluster.probe.render import summary_rows
+    from generator.cluster.probe.run import probe_cluster
+    from generator.diagnostics import display_path
 
     if len(set(contexts)) != len(contexts):
         raise click.BadParameter("a context is named twice", param_hint="--context")
     if write_path is not None and write_path.exists() and not force:
         click.echo(f"{display_path(write_path)}: exists; pass --force to replace it", err=True)
         sys.exit(1)
-
-    results = each(list(contexts), lambda c: gather(c, image=image, timeout=timeout), key=str)
-    failed = {c: r for c, r in results.items() if isinstance(r, BaseException)}
-    for ctx, exc in failed.items():
-        click.echo(f"{ctx}: probe failed: {exc if isinstance(exc, ProbeError) else repr(exc)}", err=True)
-    if failed:
-        click.echo(f"could not probe {len(failed)} of {len(contexts)} node(s); nothing proposed", err=True)
+    run = probe_cluster(list(contexts), name, user, hf_cache, image, timeout, write_path or Path("cluster.toml"))
+    for f in run.failures:
+        click.echo(f"{f.node}: probe failed: {f.message}", err=True)
+    if run.failures or run.proposal is None:
+        click.echo(f"could not probe {len(run.failures)} of {len(contexts)} node(s); nothing proposed", err=True)
         sys.exit(1)
-    facts = [r for c in contexts if not isinstance(r := results[c], Exception)]
-    proposal = propose(facts, name=name, user=user, hf_cache=hf_cache)
-    text = render_cluster(proposal)
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table("node", "context", "management", "fabric", "state", "RDMA", "GPU", "memlock", "probe image",
+    shown = Table("node", "context", "management", "fabric", "state", "RDMA", "GPU", "memlock", "probe image",
                   title=f"cluster {name}: what the nodes show")
-    for row in summary_rows(facts, proposal):
-        table.add_row(*(escape(v) for v in row))
-    Console(stderr=True, width=None if sys.stderr.isatty() else 200).print(table)  # stdout is the file
-    for note in proposal.notes:
+    for row in summary_rows(run.facts, run.proposal):
+        shown.add_row(*(escape(v) for v in row))
+    Console(stderr=True, width=None if sys.stderr.isatty() else 200).print(shown)  # stdout is the file
+    for note in run.proposal.notes:
         click.echo(f"undecided: {note}", err=True)
     if write_path is None:
-        click.echo(text, nl=False)
+        click.echo(run.text, nl=False)
         return
-    from generator.diagnostics import RecipegenError
-    from generator.resolve import cluster_from_text
-
-    try:  # the text must load as a cluster before it is written where the user asked
-        cluster_from_text(text, write_path)
-    except RecipegenError as exc:
-        for d in exc.diagnostics:
-            click.echo(f"the proposed cluster file does not validate ({d.key or 'file'}): {d.message} "
-                       "(check --name, --user and --hf-cache)", err=True)
+    for problem in run.invalid:
+        click.echo(f"the proposed cluster file does not validate {problem} (check --name, --user and --hf-cache)",
+                   err=True)
+    if run.invalid:
         sys.exit(1)
     try:
-        write_atomic(write_path, text, force)
+        write_atomic(write_path, run.text, force)
     except (FileExistsError, OSError) as exc:
         click.echo(f"{display_path(write_path)}: {exc}", err=True)
         sys.exit(1)
-    click.echo(f"{display_path(write_path)}: written ({len(facts)} node(s)); check it with "
+    click.echo(f"{display_path(write_path)}: written ({len(run.facts)} node(s)); check it with "
                f"`recipegen doctor --cluster {display_path(write_path)}`")
 
 
