@@ -3,6 +3,7 @@ host paths the ranks need. Checked on all nodes at once; one error means nothing
 
 from __future__ import annotations
 
+import json
 import os
 
 from generator.deploy import findings as codes
@@ -90,14 +91,13 @@ def model_dir(model: str) -> str:
 
 def _other_recipes(target: Target, mine: str) -> set[str]:
     """Recipes other than this one with a running container on the node."""
-    rows = target.docker.json_lines("ps", "-a", "--filter", f"label={RECIPE_LABEL}", "--format", "{{json .}}",
-                                    timeout=10)
+    row = f'[{{{{json (.Label "{RECIPE_LABEL}")}}}},{{{{json .State}}}}]'  # a JSON pair a line: no label parsing
     found = set()
-    for row in rows:
-        labels = dict(part.split("=", 1) for part in str(row.get("Labels", "")).split(",") if "=" in part)
-        recipe = labels.get(RECIPE_LABEL)
-        if recipe and recipe != mine and row.get("State") in ("running", "restarting", "created"):
-            found.add(recipe)
+    for line in target.docker.run("ps", "-a", "--filter", f"label={RECIPE_LABEL}", "--format", row,
+                                  timeout=10).splitlines():
+        recipe, state = json.loads(line) if line.strip() else ("", "")
+        if recipe and recipe != mine and state in ("running", "restarting", "created"):
+            found.add(str(recipe))
     return found
 
 
