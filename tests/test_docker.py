@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from generator.deploy.docker import DockerError, Failure, classify, pipe
+from generator.deploy.docker import DockerError, Failure, Refusal, bind_source, classify, pipe, refusal
 
 
 def py(code: str) -> list[str]:
@@ -77,3 +77,27 @@ def test_a_copy_that_works_raises_nothing():
 ])
 def test_failures_are_classified_once(code, stdout, stderr, kind):
     assert classify(code, stdout, stderr) is kind
+
+
+@pytest.mark.parametrize("code, stderr, kind", [
+    (1, 'Error response from daemon: invalid mount config for type "bind": bind source path does not exist: '
+        "/home/u/.cache/huggingface", Refusal.BIND_SOURCE),
+    (125, 'docker: Error response from daemon: could not select device driver "" with capabilities: [[gpu]].',
+     Refusal.GPU_DRIVER),
+    (1, "Error response from daemon: could not select device driver \"cdi\": unresolvable CDI devices "
+        "nvidia.com/gpu=all", Refusal.GPU_DRIVER),
+    (1, "failed to create task: unresolvable CDI devices nvidia.com/gpu=all", Refusal.CDI),
+    (1, "OCI runtime create failed: error setting rlimit type 8: operation not permitted", Refusal.ULIMIT),
+    (1, "error gathering device information while adding custom device \"/dev/infiniband\": no such file or "
+        "directory", Refusal.RDMA_DEVICE),
+    (127, 'exec: "sh": executable file not found in $PATH', Refusal.CANNOT_EXEC),
+    (1, "something else went wrong", Refusal.OTHER),
+])
+def test_refusals_to_start_a_container_are_read_once(code, stderr, kind):
+    assert refusal(DockerError(["docker", "run"], code, "", stderr)) is kind
+
+
+def test_bind_source_names_the_missing_path():
+    exc = DockerError(["docker", "run"], 1, "", 'Error response from daemon: invalid mount config for type "bind": '
+                                                "bind source path does not exist: /srv/models\n")
+    assert bind_source(exc) == "/srv/models"

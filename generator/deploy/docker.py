@@ -57,6 +57,41 @@ _STDERR_KINDS: tuple[tuple[Failure, re.Pattern[str]], ...] = (
 )
 
 
+class Refusal(Enum):
+    """Why the daemon refused to start a container (a `Failure.REFUSED` of `docker run` / `compose run`)."""
+
+    BIND_SOURCE = "bind-source"  # a bind mount's host path does not exist
+    GPU_DRIVER = "gpu-driver"  # no NVIDIA runtime for a GPU device request
+    CDI = "cdi"  # a CDI device the engine does not know
+    ULIMIT = "ulimit"  # an rlimit above what the daemon may give
+    RDMA_DEVICE = "rdma-device"  # /dev/infiniband missing
+    CANNOT_EXEC = "cannot-exec"  # the entrypoint is not in the image
+    OTHER = "other"
+
+
+_REFUSALS: tuple[tuple[Refusal, re.Pattern[str]], ...] = (
+    (Refusal.BIND_SOURCE, re.compile(r"bind source path does not exist")),
+    (Refusal.GPU_DRIVER, re.compile(r"could not select device driver|nvidia-container")),
+    (Refusal.CDI, re.compile(r"unresolvable CDI devices|CDI")),
+    (Refusal.ULIMIT, re.compile(r"rlimit|ulimit", re.I)),
+    (Refusal.RDMA_DEVICE, re.compile(r"/dev/infiniband")),
+    (Refusal.CANNOT_EXEC, re.compile(r"executable file not found|no such file", re.I)),
+)
+
+
+def refusal(exc: DockerError) -> Refusal:
+    if exc.returncode in (126, 127):  # docker run: the command cannot be invoked / is not found in the image
+        return Refusal.CANNOT_EXEC
+    text = " ".join((exc.stderr + " " + exc.stdout).split())
+    return next((kind for kind, pattern in _REFUSALS if pattern.search(text)), Refusal.OTHER)
+
+
+def bind_source(exc: DockerError) -> str:
+    """The missing host path of a `Refusal.BIND_SOURCE`."""
+    text = " ".join((exc.stderr or exc.stdout).split())
+    return text.split("bind source path does not exist:", 1)[-1].strip().split(" ")[0]
+
+
 def classify(returncode: int | None, stdout: str, stderr: str) -> Failure:
     if returncode is None:
         return Failure.TIMEOUT

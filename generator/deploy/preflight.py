@@ -8,7 +8,7 @@ import os
 
 from generator.deploy import findings as codes
 from generator.deploy.contexts import context_finding
-from generator.deploy.docker import DockerError, Failure, reason
+from generator.deploy.docker import DockerError, Failure, Refusal, bind_source, reason, refusal
 from generator.deploy.findings import Finding, Severity
 from generator.deploy.names import ENGINE_SERVICE, RECIPE_LABEL, preflight_project
 from generator.deploy.targets import CompiledDeployment, Target, each
@@ -119,7 +119,7 @@ def _trial_run(target: Target, plan: NodePlan) -> Finding | None:
                 f"looked in {_host_model_dir(plan, m)}" for m in named))
         if exc.failure in (Failure.UNREACHABLE, Failure.NO_CONTEXT, Failure.TIMEOUT):
             return context_finding(target.name, plan.node.context, exc)
-        return _explain_trial(exc.stderr or exc.stdout, target.name, plan)
+        return _explain_trial(exc, target.name, plan)
     return None
 
 
@@ -135,30 +135,31 @@ def _hf_cache(plan: NodePlan) -> str | None:
     return next((v.source for v in plan.volumes if v.target == HF_CACHE_IN_CONTAINER), None)
 
 
-def _explain_trial(stderr: str, node: str, plan: NodePlan) -> Finding:
-    """What a refused trial container means, from the daemon's error (the only account there is of it)."""
-    text = " ".join(stderr.split())
+def _explain_trial(exc: DockerError, node: str, plan: NodePlan) -> Finding:
+    """What a refused trial container means for the rank (docker.refusal read the daemon's error)."""
     cache = _hf_cache(plan)
+    why = refusal(exc)
 
     def found(code: str, message: str, fix: str = "") -> Finding:
         return Finding(node, Severity.ERROR, code, message, fix)
 
-    if "bind source path does not exist" in text and cache and cache in text:
-        return found(codes.MODEL_MISSING, f"model {plan.model} is not in this node's Hugging Face cache: looked in "
-                                          f"{_host_model_dir(plan)} (the cache folder {cache} does not exist)")
-    if "bind source path does not exist" in text:
-        path = text.split("bind source path does not exist:", 1)[1].strip().split()[0]
+    if why is Refusal.BIND_SOURCE:
+        path = bind_source(exc)
+        if cache and path.startswith(cache):
+            return found(codes.MODEL_MISSING, f"model {plan.model} is not in this node's Hugging Face cache: looked "
+                                              f"in {_host_model_dir(plan)} (the cache folder {cache} does not exist)")
         return found(codes.HOST_PATH_MISSING, f"host path {path} does not exist on this node (a read-only mount "
                                               "needs it)")
-    if "could not select device driver" in text or "nvidia-container" in text:
+    if why is Refusal.GPU_DRIVER:
         return found(codes.GPU_RUNTIME_MISSING, "no NVIDIA GPU runtime: the engine cannot give containers the GPU",
                      "install the NVIDIA Container Toolkit")
-    if "unresolvable CDI devices" in text or "CDI" in text:
+    if why is Refusal.CDI:
         return found(codes.CDI_MISSING, "CDI device nvidia.com/gpu=all is not known to this engine",
                      "generate the CDI spec: nvidia-ctk cdi generate")
-    if "rlimit" in text or "ulimit" in text:
+    if why is Refusal.ULIMIT:
         return found(codes.ULIMIT_REFUSED, f"ulimits cannot be applied (memlock={plan.ulimits.memlock}): raise the "
                                            "hard limit on the node or lower `[ulimits]` in the cluster file")
-    if "/dev/infiniband" in text:
+    if why is Refusal.RDMA_DEVICE:
         return found(codes.RDMA_MISSING, "no /dev/infiniband on this node although the cluster says rdma = true")
+    text = " ".join((exc.stderr or exc.stdout).split())
     return found(codes.TRIAL_FAILED, f"a trial container could not start: {text[-300:]}")

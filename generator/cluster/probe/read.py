@@ -9,7 +9,7 @@ import re
 import time
 
 from generator.deploy import findings as codes
-from generator.deploy.docker import Docker, DockerError, Failure
+from generator.deploy.docker import Docker, DockerError, Failure, Refusal, refusal
 from generator.cluster.probe.facts import GpuInfo, NodeFacts
 from generator.cluster.probe.parse import facts_from_sections, parse_nvidia_smi, parse_sections
 
@@ -93,13 +93,11 @@ def run_in(docker: Docker, image: str, script: str, deadline: Deadline, *flags: 
 
 
 def _unusable_image(exc: DockerError) -> bool:
-    text = (exc.stderr + exc.stdout).lower()
-    return exc.returncode in (126, 127) or "executable file not found" in text or "no such file" in text
+    return refusal(exc) is Refusal.CANNOT_EXEC
 
 
 def _rlimit_refused(exc: DockerError) -> bool:
-    text = (exc.stderr + exc.stdout).lower()
-    return "rlimit" in text or "ulimit" in text
+    return refusal(exc) is Refusal.ULIMIT
 
 
 def context_endpoint(context: str, timeout: float = 10) -> str:
