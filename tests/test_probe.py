@@ -377,3 +377,31 @@ def test_doctor_finds_the_management_nic_named_for_nccl(tmp_path: Path):
     found = {f.code: f for f in check_node(cluster, node, facts[0]) if f.severity.value != "ok"}
     assert found["address"].severity.value == "warning" and "holds the default route" in found["address"].message
     assert found["NCCL_SOCKET_IFNAME"].severity.value == "error" and "is on enP7s7" in found["NCCL_SOCKET_IFNAME"].message
+
+
+def test_doctors_connector_reports_a_refused_connection_without_nc(tmp_path: Path):
+    """Engine images have python3 and no nc: the connector's python3 fallback must fail when the connect does."""
+    import os
+    import socket
+    import subprocess
+    import sys
+
+    from generator.cluster.reach import _CONNECT
+
+    (tmp_path / "python3").symlink_to(sys.executable)  # PATH holds python3 only: no nc, no tail
+    listening = socket.socket()
+    listening.bind(("127.0.0.1", 0))
+    listening.listen()
+    open_port = listening.getsockname()[1]
+    spare = socket.socket()
+    spare.bind(("127.0.0.1", 0))
+    closed = spare.getsockname()[1]
+    spare.close()
+    try:
+        done = subprocess.run(["/bin/sh", "-c", _CONNECT], capture_output=True, text=True, timeout=30, env={
+            "PATH": str(tmp_path), "TARGETS": f"127.0.0.1:{open_port} 127.0.0.1:{closed}",
+            "WAIT": "2", "HOME": os.environ.get("HOME", "/")})
+    finally:
+        listening.close()
+    assert sorted(done.stdout.splitlines()) == sorted([f"OK 127.0.0.1:{open_port}",
+                                                       f"FAIL 127.0.0.1:{closed} [Errno 111] Connection refused"])

@@ -35,10 +35,13 @@ echo READY
 sleep "$HOLD"
 """
 
+# Each target is tried at once; a try exits non-zero when the connection fails and prints why on one line (the
+# python3 fallback exits with its own status: no pipe, whose status would be the last command's).
 _CONNECT = r"""
 try() { if command -v nc >/dev/null 2>&1; then nc -w "$WAIT" "$1" "$2" </dev/null 2>&1 >/dev/null
   elif command -v python3 >/dev/null 2>&1; then python3 -c 'import socket,sys
-socket.create_connection((sys.argv[1], int(sys.argv[2])), float(sys.argv[3])).close()' "$1" "$2" "$WAIT" 2>&1 | tail -1
+try: socket.create_connection((sys.argv[1], int(sys.argv[2])), float(sys.argv[3])).close()
+except OSError as e: print(e); sys.exit(1)' "$1" "$2" "$WAIT" 2>&1
   else echo "no nc or python3 in the image"; return 2; fi; }
 for t in $TARGETS; do
   ( a=${t%:*}; p=${t##*:}; if err=$(try "$a" "$p"); then echo "OK $t"; else echo "FAIL $t $err"; fi ) &
