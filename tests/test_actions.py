@@ -79,6 +79,18 @@ def test_swarm_tasks_of_a_running_and_a_restarted_rank():
     assert task_state("spark2", "ctx", "pair_spark2", [], []).state == "missing"
 
 
+def test_a_swarm_head_waiting_for_its_first_healthcheck_runs():
+    # Swarm keeps the head's task `starting` until its healthcheck first passes (PID 0 in the task), though its
+    # node runs the container: ps shows it as Compose does, running with its health starting.
+    rows, tasks = answer("swarm-service-ps-head"), answer("swarm-inspect-task-head")
+    assert [t["Status"]["State"] for t in tasks] == ["starting"]  # type: ignore[index]
+    head = task_state("spark1", "ctx", "pair_spark1", rows, tasks, answer("swarm-head-container")[0])
+    assert (head.state, head.health, head.failed) == ("running", "starting", False)
+    assert head.uptime != "-"
+    alone = task_state("spark1", "ctx", "pair_spark1", rows, tasks)  # the node did not answer: the manager's view
+    assert (alone.state, alone.health) == ("starting", "-")
+
+
 # --- the actions against a fake backend ---------------------------------------------------------------------
 
 

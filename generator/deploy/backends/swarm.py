@@ -21,9 +21,11 @@ def _dict(value: object) -> JSONObject:
     return value if isinstance(value, dict) else {}
 
 
-def task_state(node: str, context: str, service: str, rows: list[JSONObject], tasks: list[JSONObject]) -> RankState:
+def task_state(node: str, context: str, service: str, rows: list[JSONObject], tasks: list[JSONObject],
+               on_node: JSONObject | None = None) -> RankState:
     """A rank's row from its service's tasks: `docker service ps --format json` rows (names, desired state) and
-    their `docker inspect --type task` objects (state, error, exit code and the time of the last change)."""
+    their `docker inspect --type task` objects (state, error, exit code and the time of the last change); and,
+    when the node answered, its `docker inspect` of the current task's container (running? healthy?)."""
     by_id = {str(t.get("ID")): t for t in tasks}
     current = [r for r in rows if r.get("DesiredState") == "Running"] or rows[:1]
     if not current:
@@ -31,16 +33,38 @@ def task_state(node: str, context: str, service: str, rows: list[JSONObject], ta
     row = current[0]
     status = _dict(by_id.get(str(row.get("ID")), {}).get("Status"))
     state = str(status.get("State") or str(row.get("CurrentState", "")).split(" ")[0]).lower()
-    shown = _SHOWN.get(state, state)
+    shown, health = _SHOWN.get(state, state), "-"
+    container = _dict(status.get("ContainerStatus"))
+    started = str(status.get("Timestamp", ""))
+    live = _dict((on_node or {}).get("State"))
+    if live.get("Status") == "running":
+        # The node's own view: Swarm holds a task `starting` until its healthcheck first passes (a head loading
+        # its model, for minutes), though the container runs. Shown as Compose shows it: running, health starting.
+        shown, started = "running", str(live.get("StartedAt", started))
+        health = str(_dict(live.get("Health")).get("Status", "-"))
     failures = sum(1 for t in tasks if _dict(t.get("Status")).get("State") in ("failed", "rejected"))
-    exit_code = _dict(status.get("ContainerStatus")).get("ExitCode")
+    exit_code = container.get("ExitCode")
     said = str(status.get("Err") or "") or (f"exit {exit_code}" if shown == "exited" and exit_code is not None
                                             else str(status.get("Message") or state))
     last = _last_failure(tasks)
     if last and last != said:  # a replacement task says nothing of why its rank died: the failed one does
         said = f"{said}; before: {last}"
-    return RankState(node, context, str(row.get("Name", service)), shown, said, failures,
-                     uptime=since(str(status.get("Timestamp", ""))) if shown == "running" else "-")
+    return RankState(node, context, str(row.get("Name", service)), shown, said, failures, health,
+                     since(started) if shown == "running" else "-")
+
+
+def _on_node(target: Target, rows: list[JSONObject], tasks: list[JSONObject]) -> JSONObject | None:
+    """The current task's container as its node sees it; None when there is none yet or the node is silent
+    (the manager's view stands)."""
+    current = {str(r.get("ID")) for r in rows if r.get("DesiredState") == "Running"}
+    ids = [str(_dict(_dict(t.get("Status")).get("ContainerStatus")).get("ContainerID") or "")
+           for t in tasks if str(t.get("ID")) in current]
+    if not ids or not ids[0]:
+        return None
+    try:
+        return target.docker.inspect_container(ids[0])
+    except DockerError:
+        return None
 
 
 def _last_failure(tasks: list[JSONObject]) -> str:
@@ -114,7 +138,7 @@ class SwarmBackend:
             except DockerError as exc:
                 shown = "missing" if exc.failure is Failure.NOT_FOUND else "unreachable"
                 return RankState(target.name, boss.context, service, shown, exc.short)
-            return task_state(target.name, boss.context, service, rows, tasks)
+            return task_state(target.name, boss.context, service, rows, tasks, _on_node(target, rows, tasks))
 
         results = each(dep.targets, state)
         return [r if isinstance(r, RankState) else RankState(t.name, boss.context, "-", "unreachable", reason(r))
