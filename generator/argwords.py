@@ -30,7 +30,7 @@ def split_words(doc: TomlDocument, items: list[str], layer: str, key: str = "arg
         return doc.origin(layer, (key, i), value=True)
 
     words: list[Arg] = []
-    for i, item in enumerate(items):
+    for i, item in enumerate(map(join_continued_lines, items)):
         if not any(c in item for c in _SHELL_QUOTES):  # no quotes: splitting on blanks is the shell's split
             words.extend(Arg(word, origin(i)) for word in _BLANKS.split(item) if word)
         elif _splits(item):
@@ -40,10 +40,34 @@ def split_words(doc: TomlDocument, items: list[str], layer: str, key: str = "arg
     else:
         return tuple(words)
     try:  # quotes spanning several elements: the words are right, their lines approximate (the first element)
-        return tuple(Arg(word, origin(0)) for word in shlex.split(" ".join(items)))
+        return tuple(Arg(word, origin(0)) for word in shlex.split(join_continued_lines(" ".join(items))))
     except ValueError as exc:
         bad = next((i for i, item in enumerate(items) if not _splits(item)), len(items) - 1)
         raise RecipegenError(doc.diagnostic((key, bad), f"cannot split into shell words: {exc}")) from None
+
+
+def join_continued_lines(text: str) -> str:
+    """Drop every backslash-newline outside single quotes, as sh does before it splits words: a serve command
+    copied with its `\\` line continuations is one command (shlex alone would keep each newline as a word)."""
+    if "\\\n" not in text:
+        return text
+    out: list[str] = []
+    quote = ""  # the open quote character, if any
+    i = 0
+    while i < len(text):
+        c = text[i]
+        if quote == "'":
+            quote = "" if c == "'" else quote
+        elif c == "\\" and i + 1 < len(text):
+            if text[i + 1] != "\n":
+                out.append(text[i:i + 2])
+            i += 2
+            continue
+        elif c in "'\"" and (not quote or c == quote):
+            quote = "" if quote else c
+        out.append(c)
+        i += 1
+    return "".join(out)
 
 
 def _splits(item: str) -> bool:
