@@ -114,27 +114,34 @@ class Steps:
 
 def steps(node: NodePlan) -> Steps:
     """The rank's command: a plain argv (the engine, or `ray start` on a Ray worker), or `sh -c` running
-    `cmd && cmd && exec engine`: split into commands at the `&&` words; `exec` marks the engine."""
+    `cmd && cmd; ... exec engine`. The script is split into commands at `&&` and `;`; `exec` (or, without
+    one, the last command) is the engine, `ray start` is Ray, `set ...` is shell setup, the rest are setup
+    commands. This is the one place that reads the shape of the rank's command."""
     argv = [a.word for a in node.command]
     if argv[:2] != ["sh", "-c"]:
         if argv[:2] == ["ray", "start"]:
             return Steps(None, argv, [])
         return Steps(argv, None, [])
+    lexer = shlex.shlex(argv[2], posix=True, punctuation_chars=";&|")
+    lexer.whitespace_split = True
     commands: list[list[str]] = [[]]
-    for word in shlex.split(argv[2]):
-        if word == "&&":
+    for word in lexer:
+        if word in ("&&", ";"):
             commands.append([])
         else:
             commands[-1].append(word)
+    commands = [c for c in commands if c and c[0] != "set"]
     engine = ray = None
     setup = []
     for command in commands:
-        if command[:1] == ["exec"]:
+        if command[0] == "exec":
             engine = command[1:]
         elif command[:2] == ["ray", "start"]:
             ray = command
         else:
             setup.append(command)
+    if engine is None and commands and commands[-1][:2] != ["ray", "start"]:
+        engine = setup.pop()  # no `exec`: the last command is the engine (it was appended to setup last)
     return Steps(engine, ray, setup)
 
 
