@@ -31,7 +31,7 @@ class Origin:
             self._line, self._locate = self._locate(), None
         return self._line
 
-    def _key(self) -> tuple:
+    def _key(self) -> tuple[str, str | None, int | None]:
         return self.layer, self.file, self.line
 
     def __eq__(self, other: object) -> bool:

@@ -11,6 +11,7 @@ import posixpath
 import re
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any, Callable
 
 from generator.diagnostics import RecipegenError
 from generator.engines import (OWNED_ENV, draft_models, flag_value, rank_command, rank_env, serve_port,
@@ -239,7 +240,8 @@ def _plan_node(recipe: Recipe, cluster: Cluster, chosen: tuple[Node, ...], rank:
 
 def container_options(recipe: Recipe, cluster: Cluster) -> ContainerOptions:
     """The cluster's container defaults with the recipe's settings over them, key by key."""
-    return replace(cluster.container, **{k: v for k, v in recipe.container.items() if k in CONTAINER_KEYS})
+    settings: dict[str, Any] = {k: v for k, v in recipe.container.items() if k in CONTAINER_KEYS}  # schema-typed
+    return replace(cluster.container, **settings)
 
 
 def _health(recipe: Recipe, container: ContainerOptions) -> HealthCheck:
@@ -295,7 +297,7 @@ def _pass_env(recipe: Recipe, cluster: Cluster, env: tuple[EnvVar, ...]) -> tupl
 def _environment(recipe: Recipe, cluster: Cluster, chosen: tuple[Node, ...], rank: int) -> tuple[EnvVar, ...]:
     """Cluster env, then the node's, then the recipe's, then what the compiler owns: later layers win."""
     doc, node = cluster.document, chosen[rank]
-    layers: list[tuple[dict[str, str], callable]] = [
+    layers: list[tuple[dict[str, str], Callable[[str], Origin]]] = [
         (cluster.env, lambda k: doc.origin("cluster", ("env", k))),
         (node.env, lambda k: doc.origin(f"node {node.name}", ("nodes", node.index, "env", k))),
         (recipe.env, lambda k: recipe.env_origins[k]),
