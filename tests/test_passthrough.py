@@ -53,7 +53,7 @@ SPECIALS = ["$", "$$", "${VAR}", "$VAR", "${VAR:-x}", "$(id)", "`id`", "'", '"',
             "!tag", "!!str", "!!binary", "%YAML", "@", "|", ">", "?", ",", "---", "...", " ", "  ", "~", "null",
             "true", "yes", "on", "0x1F", "1e3", ".inf", "<<", "=", "\u2028", "\u2029", "\u0085", "\ufeff", "\ufffe",
             "\uffff", "\x7f", "\x1b", "\x01", "\u00a0", "\u200b", "\U0001f600", "\U00010000", "\U0010fffd", "é",
-            "\u0301"]
+            "\u0301", "2024-05-01", "12:30:00", "2024-05-01T00:00:00Z", "1:30", "off", "0o17"]
 CHARS = st.characters(exclude_categories=["Cs"], exclude_characters="\x00")
 ANY_TEXT = st.lists(st.one_of(st.sampled_from(SPECIALS), st.text(CHARS, max_size=6)), max_size=6).map("".join)
 
