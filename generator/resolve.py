@@ -188,13 +188,9 @@ def cluster_from_document(doc: TomlDocument) -> Cluster:
     def get(key: str) -> Any:
         return data.get(key, props[key].get("default"))
 
-    names: dict[str, int] = {}
+    _unique_node_fields(doc)
     nodes = []
     for i, raw in enumerate(data["nodes"]):
-        if raw["name"] in names:
-            raise RecipegenError(doc.diagnostic(("nodes", i, "name"), f"node name '{raw['name']}' is used twice "
-                                                                      f"(first by nodes[{names[raw['name']]}])"))
-        names[raw["name"]] = i
         user = raw.get("user", get("user"))
         # The cluster's home belongs to the cluster's user: a node with another user has that user's home.
         home = raw.get("home") or (data.get("home") if user == get("user") else None) or (
@@ -202,7 +198,8 @@ def cluster_from_document(doc: TomlDocument) -> Cluster:
         nodes.append(Node(index=i, name=raw["name"], address=raw["address"], context=raw["context"],
                           ssh_host=raw.get("ssh_host", raw["address"]), user=user, home=home,
                           env=dict(raw.get("env", {}))))
-    ulimits = data.get("ulimits", {})
+    # Docker's own spelling of no limit is -1; "unlimited" is what ulimit(1) users write.
+    ulimits = {k: -1 if v == "unlimited" else v for k, v in data.get("ulimits", {}).items()}
     return Cluster(
         name=data["name"], path=doc.path, user=get("user"), hf_cache=get("hf_cache"), gpu=get("gpu"),
         rdma=get("rdma"), master_port=get("master_port"), ray_port=get("ray_port"),
@@ -210,3 +207,22 @@ def cluster_from_document(doc: TomlDocument) -> Cluster:
         stop_grace_period=get("stop_grace_period"),
         ulimits=Ulimits(memlock=ulimits.get("memlock", -1), stack=ulimits.get("stack", 67108864)),
         env=dict(data.get("env", {})), nodes=tuple(nodes), document=doc, pass_env=tuple(data.get("pass_env", [])))
+
+
+def _unique_node_fields(doc: TomlDocument) -> None:
+    """Two nodes with one name, fabric address or Docker context are one machine twice: every rank on it would
+    bind the same ports (address), or `up` would start two ranks on one engine (context)."""
+    problems = []
+    for key in ("name", "address", "context"):
+        first: dict[str, int] = {}
+        for i, raw in enumerate(doc.data["nodes"]):
+            value = raw[key]
+            if value in first:
+                what = "node name" if key == "name" else f"{key}"
+                problems.append(doc.diagnostic(("nodes", i, key), f"{what} '{value}' is used twice: by nodes[{i}] "
+                                                                  f"'{raw['name']}' and nodes[{first[value]}] "
+                                                                  f"'{doc.data['nodes'][first[value]]['name']}'"))
+            else:
+                first[value] = i
+    if problems:
+        raise RecipegenError(problems)
