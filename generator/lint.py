@@ -7,7 +7,6 @@ the schema covers what it can express (types, enums, patterns) and the editor sh
 from __future__ import annotations
 
 import json
-import posixpath
 import re
 from dataclasses import dataclass
 from typing import Callable, Iterator
@@ -15,8 +14,8 @@ from typing import Callable, Iterator
 from generator.argwords import FlagGroup, json_problem
 from generator.diagnostics import Diagnostic, Severity
 from generator.engines import OWNED_ENV, OWNED_FLAGS
-from generator.model import HF_CACHE_IN_CONTAINER, Cluster, NodeChoiceError, Origin, Recipe
-from generator.tomldoc import TomlDocument
+from generator.model import HF_CACHE_IN_CONTAINER, Cluster, Mount, NodeChoiceError, Origin, Recipe, container_target
+from generator.tomldoc import TomlDocument, format_key
 
 ERROR, WARNING = Severity.ERROR, Severity.WARNING
 FABRIC_ENV = re.compile(r"^(NCCL_|UCX_|GLOO_|TP_SOCKET_|OMPI_MCA_btl_tcp_if|NVSHMEM_)")
@@ -125,14 +124,24 @@ def _pass_env(recipe, cluster):
                    "(or is set by the compiler): keep one")
 
 
-@rule("mount-target", ERROR, "an extra mount on a path the compiler mounts itself")
+@rule("mount-target", ERROR, "an extra mount on /, on a path the compiler mounts, or twice on one folder")
 def _mount_target(recipe, cluster):
     reserved = {HF_CACHE_IN_CONTAINER: "the Hugging Face cache (set hf_cache in the cluster)",
                 "/dev/shm": "shared memory (set shm_size)"}
-    for mount in recipe.mounts:
-        target = posixpath.normpath(mount.container)
-        if target in reserved:
-            yield mount.origin, "extra_mounts", f"{mount.container} is {reserved[target]}; mount elsewhere"
+    seen: dict[str, Mount] = {}
+    for mount in recipe.mounts:  # compared as the container resolves them: //dev/shm is /dev/shm
+        target = container_target(mount.container)
+        if target == "/":
+            yield mount.origin, "extra_mounts", f"'{mount.container}' is the container's root: Docker refuses it"
+        elif target in reserved:
+            yield mount.origin, "extra_mounts", f"'{mount.container}' is {reserved[target]}; mount elsewhere"
+        elif target in seen:
+            first = seen[target]
+            yield (mount.origin, "extra_mounts",
+                   f"'{mount.container}' and '{first.container}' (line {first.origin.line}) are both {target}: "
+                   "one folder takes one mount; keep one")
+        else:
+            seen[target] = mount
 
 
 @rule("remove-unused", WARNING, "remove_args / remove_env naming what no parent sets")
@@ -262,6 +271,17 @@ def lint_cluster(doc: TomlDocument) -> list[Diagnostic]:
     walk(doc.data, ())
     envs = [(("env",), doc.data.get("env", {}))] + [(("nodes", i, "env"), n.get("env", {}))
                                                     for i, n in enumerate(doc.data.get("nodes", []))]
+    valued = {name: path + (name,) for path, env in envs for name in env}
+    for i, name in enumerate(doc.data.get("pass_env", [])):  # as the recipe's pass-env rule, for the cluster
+        if name in OWNED_ENV:
+            found.append(doc.diagnostic(("pass_env", i), f"'{name}' is set per rank by the compiler from the nodes' "
+                                                         "addresses: it cannot be passed from the deploying shell",
+                                        rule="pass-env"))
+        elif name in valued:
+            found.append(doc.diagnostic(("pass_env", i), f"'{name}' is passed from the deploying shell but also has "
+                                                         f"a value at {format_key(valued[name])} (line "
+                                                         f"{doc.key_position(valued[name]).line}): keep one",
+                                        rule="pass-env"))
     for path, env in envs:
         for name in OWNED_ENV:
             if name in env:

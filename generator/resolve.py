@@ -5,7 +5,6 @@ Schema validation happens here, per file, before anything reads a value: a later
 
 from __future__ import annotations
 
-import posixpath
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -14,7 +13,7 @@ from generator.argwords import flag_name, group_flags, merge_args, split_words
 from generator.diagnostics import Diagnostic, RecipegenError
 from generator.model import (DEFAULT, ENGINE_DEFAULT_ENTRYPOINT, RECIPE_ID, RECIPE_SCALARS, Cluster, Mount, Node,
                              Origin, Recipe,
-                             Ulimits)
+                             Ulimits, container_target)
 from generator.schemas import schema, validate_document
 from generator.tomldoc import TomlDocument, load_toml, parse_toml
 
@@ -49,7 +48,7 @@ def load_recipe(path: str | Path, recipes_dir: Path | None = None) -> Recipe:
     origins: dict[str, Origin] = {}
     env: dict[str, str] = {}
     env_origins: dict[str, Origin] = {}
-    mounts: dict[str, Mount] = {}
+    mounts: list[Mount] = []
     pass_env: dict[str, None] = {}
     image_dir_base = path.parent
     unused: list[tuple[Origin, str, str]] = []  # remove_args / remove_env naming what no parent has
@@ -78,10 +77,18 @@ def load_recipe(path: str | Path, recipes_dir: Path | None = None) -> Recipe:
             origins["pass_env"] = origin("pass_env")
         if "docker_image_dir" in data:  # a build context is found from the file that names it
             image_dir_base = doc.path.parent
-        for i, m in enumerate(data.get("extra_mounts", [])):
-            # Keyed by the normalised target: /data and /data/ are one mount point (Compose rejects both).
-            mounts[posixpath.normpath(m["container"])] = Mount(m["host"], m["container"], m.get("read_only", False),
-                                                               origin("extra_mounts", i))
+        if "extra_mounts" in data:
+            # A child's mount replaces its parent's on the same folder (/data and /data/ are one); two on one
+            # folder in the same file are kept for the lint rule mount-target to report, never dropped.
+            own = [Mount(m["host"], m["container"], m.get("read_only", False), origin("extra_mounts", i))
+                   for i, m in enumerate(data["extra_mounts"])]
+            inherited = {container_target(m.container): i for i, m in enumerate(mounts)}
+            for mount in own:
+                at = inherited.pop(container_target(mount.container), None)
+                if at is None:
+                    mounts.append(mount)
+                else:  # in the parent's place, as explain and the compose file have always listed it
+                    mounts[at] = mount
         if "args" in data or "remove_args" in data:
             inherited = {g.flag for g in group_flags(args)}
             unused += [(doc.origin(layer, ("remove_args", i), value=True), "remove_args", flag)
@@ -117,7 +124,7 @@ def load_recipe(path: str | Path, recipes_dir: Path | None = None) -> Recipe:
         tensor_parallel_size=get("tensor_parallel_size"),
         pipeline_parallel_size=get("pipeline_parallel_size"), distributed_backend=get("distributed_backend"),
         shm_size=get("shm_size"), entrypoint=tuple(entrypoint), args=args,
-        mounts=tuple(mounts.values()), env=env, pass_env=tuple(pass_env), unused_removals=tuple(unused),
+        mounts=tuple(mounts), env=env, pass_env=tuple(pass_env), unused_removals=tuple(unused),
         origins=origins,
         env_origins=env_origins, documents=tuple(chain))
 

@@ -172,3 +172,35 @@ def test_accepted_values_build_and_compose_reads_them(recipe_line: str, cluster_
                 assert value in env.values() or value in service.get("command", []) or any(
                     v.get("target") == f"/{value}" or v.get("source") == f"/{value}"
                     for v in service.get("volumes", [])) or value in run.stdout, value
+
+
+# --- 4. mount targets after normalising, across `extends` ------------------------------------------------------
+
+def test_child_replaces_the_parents_mount_on_the_same_folder(tmp_path: Path) -> None:
+    """/data/ in the child and /data in the parent are one folder: the child's mount wins, nothing is reported."""
+    project = tmp_path / "p"
+    for rid, text in {"base": recipe_text('extra_mounts = [{ host = "/srv/old", container = "/data" }]'),
+                      "child": 'extends = "base"\nextra_mounts = [{ host = "/srv/new", container = "/data/" }]\n'
+                      }.items():
+        (project / "recipes" / rid).mkdir(parents=True)
+        (project / "recipes" / rid / "recipe.toml").write_text(text, "utf-8")
+    (project / "cluster.toml").write_text(cluster_text('user = "root"'), "utf-8")
+    result = recipegen(project, "build", "--out", str(project / "out"))
+    assert result.exit_code == 0, result.output
+    from generator.verify import read_yaml
+
+    volumes = read_yaml((project / "out" / "child" / "n1" / "compose.yaml").read_text())["services"]["engine"]["volumes"]
+    data = [v for v in volumes if v["target"].rstrip("/") == "/data"]
+    assert [(v["source"], v["target"]) for v in data] == [("/srv/new", "/data/")]
+
+
+def test_two_mounts_on_one_folder_in_a_parent_are_reported_in_the_parent(tmp_path: Path) -> None:
+    project = tmp_path / "p"
+    parent = recipe_text('extra_mounts = [{ host = "/a", container = "/m" },\n  { host = "/b", container = "/m/." }]')
+    for rid, text in {"base": parent, "child": 'extends = "base"\n'}.items():
+        (project / "recipes" / rid).mkdir(parents=True)
+        (project / "recipes" / rid / "recipe.toml").write_text(text, "utf-8")
+    (project / "cluster.toml").write_text(cluster_text('user = "root"'), "utf-8")
+    result = recipegen(project, "validate", str(project / "recipes" / "child"))
+    assert result.exit_code == 1
+    assert "recipe.toml:5:" in result.output and "'/m/.' and '/m' (line 4) are both /m" in result.output, result.output
