@@ -19,19 +19,28 @@ from generator.tomldoc import TomlDocument, format_key
 
 ERROR, WARNING = Severity.ERROR, Severity.WARNING
 FABRIC_ENV = re.compile(r"^(NCCL_|UCX_|GLOO_|TP_SOCKET_|OMPI_MCA_btl_tcp_if|NVSHMEM_)")
-# Formats of real tokens: Hugging Face, OpenAI-style, GitHub, GitLab, Slack, AWS access keys, JWTs.
+# Formats of real tokens: Hugging Face, OpenAI-style, GitHub, GitLab, Slack, AWS access keys, JWTs; a URL carrying
+# a password (https://user:pw@host, also git+ssh://, redis://), an HTTP Authorization value (Bearer / Basic).
 SECRET_VALUE = re.compile(r"(hf_[A-Za-z0-9]{30,}|sk-[A-Za-z0-9_-]{20,}|gh[pousr]_[A-Za-z0-9]{30,}"
                           r"|glpat-[A-Za-z0-9_-]{20,}|xox[baprs]-[A-Za-z0-9-]{10,}|AKIA[0-9A-Z]{16}"
-                          r"|eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\.)")
-# Whole words of a variable name: HF_TOKEN, OPENAI_API_KEY, AWS_SECRET_ACCESS_KEY; not TOKENIZERS_PARALLELISM.
-SECRET_NAME = re.compile(r"(^|[_-])(TOKEN|SECRET|PASSWORD|PASSWD|PASS|API[_-]?KEY|ACCESS[_-]KEY|PRIVATE[_-]KEY"
-                         r"|CREDENTIALS?)($|[_-])", re.I)
-# Docker's *_FILE convention and friends name where a secret lives, not the secret.
-NOT_A_SECRET_NAME = re.compile(r"[_-](FILE|PATH|DIR|MOUNT)$", re.I)
+                          r"|eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\."
+                          r"|[A-Za-z][A-Za-z0-9+.-]*://[^/\s:@]*:[^/\s@]+@"
+                          r"|\b(?:[Bb]earer|BEARER|[Bb]asic|BASIC)\s+[A-Za-z0-9._~+/-]{8,}=*)")
+# Whole words of a variable name: HF_TOKEN, OPENAI_API_KEY, AWS_SECRET_ACCESS_KEY, SSH_PASSPHRASE; a name ending
+# in TOKEN (HFTOKEN) or _KEY (WANDB_KEY, OPENAI_KEY); not TOKENIZERS_PARALLELISM, MAX_NUM_BATCHED_TOKENS or
+# NCCL_IB_GID_INDEX.
+SECRET_NAME = re.compile(r"(^|[_-])(TOKEN|SECRET|PASSWORD|PASSWD|PASS|PASSPHRASE|API[_-]?KEY|ACCESS[_-]KEY"
+                         r"|PRIVATE[_-]KEY|CREDENTIALS?)($|[_-])|TOKEN$|[_-]KEY$", re.I)
+# Docker's *_FILE convention and friends name where a secret lives, not the secret; a public key, and the keys
+# of caches, sorts and maps, are not secrets.
+NOT_A_SECRET_NAME = re.compile(r"[_-](FILE|PATH|DIR|MOUNT)$|(^|[_-])(PUBLIC|CACHE|SORT|HASH|PARTITION|SHARD|ROUTING"
+                               r"|PRIMARY|LOOKUP|INDEX|MAP|GROUP)[_-]KEY$", re.I)
 
 
 def secret_name(name: str) -> bool:
     return bool(SECRET_NAME.search(name)) and not NOT_A_SECRET_NAME.search(name)
+
+
 SECRET_FIX = ("secrets must not be written in recipes or clusters (they would land in committed out/): export it in "
               "the shell that deploys and list its name in `pass_env`, so Compose passes it through at `up`")
 
