@@ -118,7 +118,19 @@ def _bad_json(recipe, cluster):
             problem = json_problem(value)
             if problem:
                 yield (group.args[0].origin, "args",
-                       f"'{group.flag}' value is not valid JSON: {problem}: {value.strip()[:60]}")
+                       f"'{group.flag}' value is not valid JSON: {problem}: {value.strip()[:60]}"
+                       + _json_quoting_hint(group))
+
+
+def _json_quoting_hint(group: FlagGroup) -> str:
+    """JSON written without shell quotes loses its double quotes and splits at its blanks (args are shell
+    words): say so, since the message about the broken JSON alone sends people looking for a typo."""
+    value = group.values[0]
+    if len(group.values) == 1 and '"' in value:
+        return ""  # the quotes survived: a real JSON typo
+    words = f"{len(group.values)} words" if len(group.values) > 1 else "1 word without its double quotes"
+    return (f"; args are split as a shell does and this JSON became {words}: wrap it in single quotes inside "
+            "the string, e.g. \"'{\\\"method\\\": \\\"mtp\\\"}'\"")
 
 
 @rule("pass-env", ERROR, "a pass_env name that also has a value in the recipe or the cluster")

@@ -442,3 +442,31 @@ def test_secret_in_a_cluster_pass_env_value_is_refused(tmp_path):
     path.write_text(text, "utf-8")
     result = run("validate", str(path))
     assert [(f.rule, f.key) for f in findings(result)] == [("secret", "env.PROXY")], result.stderr
+
+
+# --- bad-json: JSON without shell quotes -------------------------------------------------------------------------
+
+QUOTING_HINT = "wrap it in single quotes inside the string"
+
+
+@pytest.mark.parametrize("args, became", [
+    ('    "--speculative-config", "{\\"method\\": \\"mtp\\", \\"num_speculative_tokens\\": 2}",\n', "4 words"),
+    ('    "--compilation-config", "{\\"level\\":3}",\n', "1 word without its double quotes"),
+    ('    "--speculative-config={\\"method\\": \\"mtp\\"}",\n', "2 words"),
+    ('    "--override-generation-config", "{\\"temperature\\": 0.6,}",\n', "2 words"),
+    ('    "--hf-overrides", "[\\"a\\", \\"b\\"]",\n', "2 words"),
+])
+def test_unquoted_json_hints_at_shell_quotes(tmp_path, args, became):
+    result = validate(tmp_recipe(tmp_path, args))
+    (f,) = findings(result)
+    assert f.rule == "bad-json" and f"this JSON became {became}: {QUOTING_HINT}" in f.message, f.message
+
+
+@pytest.mark.parametrize("args", [
+    "    \"--override-generation-config\", \"'{\\\"temperature\\\": 0.6,}'\",\n",  # quoted, a real typo
+    '    "--compilation-config", """\n\'{"cudagraph_mode": "FULL",}\'""",\n',
+])
+def test_quoted_json_typo_has_no_quoting_hint(tmp_path, args):
+    result = validate(tmp_recipe(tmp_path, args))
+    (f,) = findings(result)
+    assert f.rule == "bad-json" and QUOTING_HINT not in f.message, f.message
