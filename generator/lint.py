@@ -71,8 +71,9 @@ def lint_recipe(recipe: Recipe, cluster: Cluster | None) -> list[Diagnostic]:
             file = origin.file or child
             if file != child:  # a parent's line: say which recipe it is a problem for
                 message += f" (inherited by {child})"
-            found.append(Diagnostic(file, origin.line, 1 if origin.line else None, key, message, r.severity, r.id))
-    return sorted(set(found), key=lambda d: (d.file, d.line or 0, d.rule or "", d.message))
+            line = origin.line
+            found.append(Diagnostic(file, line, (origin.col or 1) if line else None, key, message, r.severity, r.id))
+    return sorted(set(found), key=lambda d: (d.file, d.line or 0, d.col or 0, d.rule or "", d.message))
 
 
 def _flags(recipe: Recipe) -> list[FlagGroup]:

@@ -67,7 +67,7 @@ class TomlDocument:
         from generator.model import Origin
 
         find = self.value_position if value else self.key_position
-        return Origin(layer, self.shown, locate=lambda: find(path).line)
+        return Origin(layer, self.shown, locate=lambda: find(path))
 
     def diagnostic(self, path: KeyPath, message: str, *, at_value: bool = True, **kw: Any) -> Diagnostic:
         pos = self.value_position(path) if at_value else self.key_position(path)

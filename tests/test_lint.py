@@ -67,29 +67,30 @@ class Bad:
     key: str
     names: tuple[str, ...]  # the flag / variable / value the message must name
     folder: str = "bad"
+    col: int = 1  # where the key, the array element or the [[table]] name starts, counted by hand
 
 
 ERROR, WARNING = "error", "warning"
 # Line numbers counted by hand from the fixtures (see each file).
 CASES = [
-    Bad("owned-flag", ERROR, 11, "args", ("'--node-rank'", "set by the compiler")),
+    Bad("owned-flag", ERROR, 11, "args", ("'--node-rank'", "set by the compiler"), col=5),
     Bad("owned-env", ERROR, 16, "env.MASTER_ADDR", ("'MASTER_ADDR'", "set per rank by the compiler")),
-    Bad("bad-json", ERROR, 11, "args", ("'--compilation-config'", "not valid JSON")),
-    Bad("duplicate-flag", WARNING, 11, "args", ("'--max-model-len'", "given twice", "first at line 9")),
+    Bad("bad-json", ERROR, 11, "args", ("'--compilation-config'", "not valid JSON"), col=5),
+    Bad("duplicate-flag", WARNING, 11, "args", ("'--max-model-len'", "given twice", "first at line 9"), col=5),
     Bad("parallel-size", ERROR, 6, "tensor_parallel_size",
         ("tensor_parallel_size x pipeline_parallel_size = 1", "2 node(s) x 1 GPU = 2")),
     Bad("too-many-nodes", ERROR, 5, "required_nodes", ("needs 3 nodes", "'lint-duo' has 2")),
     Bad("sglang-backend", ERROR, 7, "distributed_backend", ("SGLang", "'mp'")),
     Bad("cudagraph-capture", WARNING, 14, "args",
-        ("--max-cudagraph-capture-size 24", "8 x 4 = 32", "num_speculative_tokens = 3")),
-    Bad("gpu-memory", ERROR, 10, "args", ("--gpu-memory-utilization 0.95", "gpu_memory_ceiling 0.9")),
+        ("--max-cudagraph-capture-size 24", "8 x 4 = 32", "num_speculative_tokens = 3"), col=5),
+    Bad("gpu-memory", ERROR, 10, "args", ("--gpu-memory-utilization 0.95", "gpu_memory_ceiling 0.9"), col=5),
     Bad("fabric-env", WARNING, 16, "env.NCCL_SOCKET_IFNAME", ("NCCL_SOCKET_IFNAME", "overrides the cluster")),
     Bad("secret", ERROR, 16, "env.HF_AUTH", ("looks like a secret", HOW_TO_PASS)),  # an hf_ token as a value
     Bad("secret", ERROR, 16, "env.HF_TOKEN", ("looks like a secret", HOW_TO_PASS), "bad-env-name"),
-    Bad("secret", ERROR, 11, "args", ("looks like a secret", HOW_TO_PASS), "bad-args"),  # sk-... inside args
+    Bad("secret", ERROR, 11, "args", ("looks like a secret", HOW_TO_PASS), "bad-args", col=5),  # sk-... inside args
     Bad("pass-env", ERROR, 7, "pass_env", ("'NCCL_SOCKET_IFNAME'", "also has a value")),
-    Bad("mount-target", ERROR, 10, "extra_mounts", ("/root/.cache/huggingface/", "Hugging Face cache")),
-    Bad("remove-unused", WARNING, 3, "remove_args", ("'--enforce-eagre'", "not set by any parent")),
+    Bad("mount-target", ERROR, 10, "extra_mounts", ("/root/.cache/huggingface/", "Hugging Face cache"), col=3),
+    Bad("remove-unused", WARNING, 3, "remove_args", ("'--enforce-eagre'", "not set by any parent"), col=16),
 ]
 RULE_IDS = [r.id for r in RULES]
 
@@ -143,7 +144,7 @@ def test_bad_recipe_triggers_exactly_its_rule(case: Bad):
     assert f.severity == case.severity
     assert f.file == f"tests/lint/{case.rule}/{case.folder}/recipe.toml"
     assert f.line == case.line, f"{case.rule} points at line {f.line}, the fixture has it at {case.line}"
-    assert f.col == 1
+    assert f.col == case.col, f"{case.rule} points at column {f.col}, the fixture has it at {case.col}"
     assert f.key == case.key
     for name in case.names:
         assert name in f.message, f"message does not name {name!r}: {f.message}"
