@@ -14,7 +14,7 @@ from generator.diagnostics import Diagnostic, RecipegenError
 from generator.model import (DEFAULT, ENGINE_DEFAULT_ENTRYPOINT, RECIPE_ID, RECIPE_SCALARS, Cluster, Mount, Node,
                              Origin, Recipe,
                              Ulimits, container_target)
-from generator.schemas import schema, validate_document
+from generator.schemas import schema, valid_part, validate_document
 from generator.tomldoc import TomlDocument, load_toml, parse_toml
 
 RECIPE_FILE = "recipe.toml"
@@ -25,18 +25,27 @@ def recipe_file(path: str | Path) -> Path:
     return path / RECIPE_FILE if path.is_dir() else path
 
 
-def load_checked(path: Path, kind: str) -> TomlDocument:
+def load_checked(path: Path, kind: str, collect: list[Diagnostic] | None = None) -> TomlDocument:
+    """The document, schema-checked. With `collect`, schema problems are added to it and the document comes
+    back without its invalid keys (when the rest can stand), so `validate` can lint it too; `dropped` on the
+    document names the keys removed."""
     doc = load_toml(path)
     problems = validate_document(doc, kind)
     if problems:
-        raise RecipegenError(problems)
+        part = valid_part(doc.data, kind) if collect is not None else None
+        if part is None:
+            raise RecipegenError(problems)
+        collect.extend(problems)
+        doc = TomlDocument(doc.path, doc.text, part[0], doc.shown, dropped=frozenset(part[1]))
     return doc
 
 
-def load_recipe(path: str | Path, recipes_dir: Path | None = None) -> Recipe:
-    """Load a recipe and its chain of parents; the child's values win, key by key."""
+def load_recipe(path: str | Path, recipes_dir: Path | None = None,
+                collect: list[Diagnostic] | None = None) -> Recipe:
+    """Load a recipe and its chain of parents; the child's values win, key by key. With `collect`, schema
+    problems are collected there and the recipe is built from the valid keys (see load_checked)."""
     path = recipe_file(path)
-    chain = _load_chain(path, recipes_dir)
+    chain = _load_chain(path, recipes_dir, collect)
     child = chain[0]
     recipe_id = path.resolve().parent.name
     if not RECIPE_ID.match(recipe_id):
@@ -135,7 +144,7 @@ def _suggest_id(name: str) -> str:
     return re.sub(r"[^a-z0-9_-]+", "-", name.lower()).strip("-_") or "my-recipe"
 
 
-def _load_chain(path: Path, recipes_dir: Path | None) -> list[TomlDocument]:
+def _load_chain(path: Path, recipes_dir: Path | None, collect: list[Diagnostic] | None = None) -> list[TomlDocument]:
     chain: list[TomlDocument] = []
     seen: dict[Path, TomlDocument] = {}
     current, referrer = path, None
@@ -150,13 +159,17 @@ def _load_chain(path: Path, recipes_dir: Path | None) -> list[TomlDocument]:
         if referrer is not None and not current.is_file():
             raise RecipegenError(referrer.diagnostic(("extends",), f"parent recipe '{referrer.data['extends']}' not "
                                                                    f"found (looked for {current})"))
+        found: list[Diagnostic] | None = None if collect is None else []
         try:
-            doc = load_checked(current, "recipe")
+            doc = load_checked(current, "recipe", found)
         except RecipegenError as exc:
             if referrer is None:
                 raise
             raise RecipegenError([replace(d, message=f"{d.message} (parent of {chain[0].shown})")
                                   for d in exc.diagnostics]) from None
+        if collect is not None and found:
+            collect.extend(found if referrer is None else
+                           [replace(d, message=f"{d.message} (parent of {chain[0].shown})") for d in found])
         chain.append(doc)
         seen[real] = doc
         parent = doc.data.get("extends")

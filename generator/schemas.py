@@ -14,8 +14,8 @@ from typing import Any, Iterable, Iterator
 
 from generator.diagnostics import Diagnostic
 from generator.resources import read_data
-from generator.tomldoc import KeyPath, TomlDocument
-from generator.units import duration_ns, size_bytes
+from generator.tomldoc import KeyPath, TomlDocument, format_key
+from generator.units import duration_fits, size_fits
 
 SCHEMA_NAMES = ("recipe", "cluster")
 
@@ -32,8 +32,8 @@ def schema(kind: str) -> dict[str, Any]:
 # Formats the schemas name for what a pattern cannot say: the value must fit where Docker puts it (int64).
 # Editors ignore formats they do not know; the pattern beside each gives them the shape.
 FORMATS = {
-    "docker-size": lambda value: not isinstance(value, str) or size_bytes(value) is not None,
-    "go-duration": lambda value: not isinstance(value, str) or duration_ns(value) is not None,
+    "docker-size": lambda value: not isinstance(value, str) or size_fits(value),
+    "go-duration": lambda value: not isinstance(value, str) or duration_fits(value),
 }
 _FORMAT_WORDS = {"docker-size": "is larger than Docker can hold (int64 bytes)",
                  "go-duration": "is not a Go duration that fits in int64 nanoseconds"}
@@ -89,6 +89,39 @@ def validate_document(doc: TomlDocument, kind: str) -> list[Diagnostic]:
     if not doc.data and not doc.text.strip("\ufeff \t\r\n"):
         found = [doc.diagnostic((), f"file is empty; a {kind} needs at least {_required_hint(kind)}")]
     return sorted(set(found), key=lambda d: (d.line or 0, d.col or 0, d.message))
+
+
+def valid_part(data: dict[str, Any], kind: str) -> tuple[dict[str, Any], set[str]] | None:
+    """The document without its invalid keys, and those keys (as messages name them), so the lint rules can still
+    read the rest (`validate` reports schema and lint findings of a file at once); None when what is left
+    cannot stand (a required key is missing or wrong, or the whole document is)."""
+    import copy
+
+    data, dropped = copy.deepcopy(data), set()
+    for _ in range(8):  # each pass removes at least one key; nested problems surface one level at a time
+        errors = list(_validator(kind).iter_errors(data))
+        if not errors:
+            return data, dropped
+        for error in errors:
+            path = list(error.absolute_path)
+            if error.validator == "additionalProperties":
+                extras = set(error.instance) - set(error.schema.get("properties", {}))
+                cuts = [path + [k] for k in extras]
+            elif "propertyNames" in error.relative_schema_path:
+                cuts = [path + [error.instance]]
+            else:  # cut at the table key above the first array index: an array loses all its elements or none
+                first_index = next((i for i, part in enumerate(path) if isinstance(part, int)), len(path))
+                cuts = [path[:first_index]]
+            for cut in cuts:
+                if not cut:
+                    return None
+                parent = data
+                for part in cut[:-1]:
+                    parent = parent[part]
+                if isinstance(parent, dict):
+                    parent.pop(cut[-1], None)
+                    dropped.add(format_key(tuple(cut)))
+    return None
 
 
 def _required_hint(kind: str) -> str:

@@ -38,6 +38,7 @@ class TomlDocument:
     text: str
     data: dict[str, Any]
     shown: str = field(default="")  # the path as printed in messages
+    dropped: frozenset[str] = frozenset()  # keys removed as invalid (validate lints what is left)
 
     def __post_init__(self) -> None:
         self.shown = self.shown or display_path(self.path)

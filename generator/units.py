@@ -25,6 +25,11 @@ def size_bytes(text: str) -> int | None:
     return value if value <= INT64_MAX else None
 
 
+def size_fits(text: str) -> bool:
+    """False only for a well-formed size beyond int64 bytes (the shape is the schema pattern's to report)."""
+    return not _SIZE.fullmatch(text) or size_bytes(text) is not None
+
+
 # time.ParseDuration's units; `µs` is U+00B5 (micro sign), `μs` U+03BC (Greek mu): Go takes both.
 _UNIT_NS = {"ns": 1, "us": 1_000, "\u00b5s": 1_000, "\u03bcs": 1_000, "ms": 1_000_000, "s": 10**9, "m": 60 * 10**9,
             "h": 3600 * 10**9}
@@ -52,3 +57,12 @@ def duration_ns(text: str) -> int | None:
         pos = part.end()
     limit = INT64_MAX + (1 if text.startswith("-") else 0)
     return (-total if text.startswith("-") else total) if total <= limit else None
+
+
+# The shape of a Go duration (the schema's pattern); duration_ns adds the int64 range.
+DURATION_SHAPE = re.compile(r"[-+]?(0|(([0-9]+(\.[0-9]*)?|\.[0-9]+)(ns|us|\u00b5s|\u03bcs|ms|s|m|h))+)")
+
+
+def duration_fits(text: str) -> bool:
+    """False only for a well-formed duration beyond int64 nanoseconds."""
+    return not DURATION_SHAPE.fullmatch(text) or duration_ns(text) is not None

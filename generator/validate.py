@@ -58,21 +58,47 @@ def validate_paths(paths: list[Path], cluster_path: Path | None) -> list[Diagnos
     cluster_file = cluster_path or project.default_cluster
     if cluster_path is not None or cluster_file.is_file():
         # The recipes' cluster-dependent rules need it: a broken or missing one is a finding of its own.
+        schema_problems: list[Diagnostic] = []
+        found: list[Diagnostic] = []
         try:
-            document = load_checked(cluster_file, "cluster")
-            findings += lint_cluster(document)
+            document = load_checked(cluster_file, "cluster", schema_problems)
+            found += _unless_dropped(lint_cluster(document), document.dropped)
             cluster = cluster_from_document(document)
+            if document.dropped:  # defaults in place of its invalid values: no ground to lint recipes on
+                cluster = None
         except RecipegenError as exc:
-            findings += exc.diagnostics
+            found += exc.diagnostics
+        findings += sorted(dict.fromkeys(schema_problems + found), key=lambda d: (d.file, d.line or 0, d.col or 0))
     for path in paths:
+        schema_problems: list[Diagnostic] = []  # reported with the lint findings of the valid rest, by line
+        found: list[Diagnostic] = []
         try:
             if file_kind(path) == "cluster":
                 if cluster is None or path.resolve() != cluster.path.resolve():
-                    document = load_checked(path, "cluster")
-                    findings += lint_cluster(document)
+                    document = load_checked(path, "cluster", schema_problems)
+                    found += _unless_dropped(lint_cluster(document), document.dropped)
                     cluster_from_document(document)
             else:
-                findings += lint_recipe(load_recipe(path, project.recipes_dir), cluster)
+                recipe = load_recipe(path, project.recipes_dir, schema_problems)
+                dropped = {key for doc in recipe.documents for key in doc.dropped}
+                found += _unless_dropped(lint_recipe(recipe, cluster), dropped)
         except RecipegenError as exc:
-            findings += exc.diagnostics
+            found += exc.diagnostics
+        findings += sorted(dict.fromkeys(schema_problems + found), key=lambda d: (d.file, d.line or 0, d.col or 0))
     return list(dict.fromkeys(findings))
+
+
+# Rules reading several keys: when one of them was dropped as invalid, the default that replaced it would make
+# the rule report a problem that is not there.
+_READS = {"parallel-size": {"tensor_parallel_size", "pipeline_parallel_size", "required_nodes", "nodes"},
+          "too-many-nodes": {"required_nodes", "nodes"}, "pass-env": {"env", "pass_env"},
+          "cudagraph-capture": {"args"}, "duplicate-flag": {"args"}, "sglang-backend": {"engine"}}
+
+
+def _unless_dropped(findings: list[Diagnostic], dropped: set[str] | frozenset[str]) -> list[Diagnostic]:
+    def stands(d: Diagnostic) -> bool:
+        key = d.key or ""
+        about_dropped = any(key == k or key.startswith((k + ".", k + "[")) or k.startswith((key + ".", key + "["))
+                            for k in dropped)
+        return not about_dropped and not (_READS.get(d.rule or "", set()) & dropped)
+    return [d for d in findings if stands(d)] if dropped else findings
