@@ -204,3 +204,27 @@ def test_two_mounts_on_one_folder_in_a_parent_are_reported_in_the_parent(tmp_pat
     result = recipegen(project, "validate", str(project / "recipes" / "child"))
     assert result.exit_code == 1
     assert "recipe.toml:5:" in result.output and "'/m/.' and '/m' (line 4) are both /m" in result.output, result.output
+
+
+@pytest.mark.parametrize("target", ["/", "//", "/.", "/..", "/a/..", "///"])
+def test_mount_on_the_container_root(target: str, tmp_path: Path) -> None:
+    line = f'extra_mounts = [{{ host = "/srv", container = "{target}" }}]'
+    validate_fails(tmp_path, "recipe", recipe_text(line), 4, "extra_mounts", "is the container's root")
+
+
+@pytest.mark.parametrize("owned, shown", [("//dev/shm", "shared memory"), ("/dev/shm/", "shared memory"),
+                                          ("/dev/./shm", "shared memory"), ("/tmp/../dev/shm", "shared memory"),
+                                          ("/root/.cache/huggingface/.", "Hugging Face cache"),
+                                          ("//root//.cache/huggingface", "Hugging Face cache")])
+def test_owned_targets_in_any_spelling(owned: str, shown: str, tmp_path: Path) -> None:
+    line = f'extra_mounts = [{{ host = "/srv", container = "{owned}" }}]'
+    validate_fails(tmp_path, "recipe", recipe_text(line), 4, "extra_mounts", shown)
+
+
+@pytest.mark.parametrize("first, second", [("/m", "/m/"), ("/m", "//m"), ("/a/b", "/a/./b"), ("/a/b", "/a/c/../b"),
+                                           ("/data", "/data")])
+def test_two_mounts_on_one_folder_name_both(first: str, second: str, tmp_path: Path) -> None:
+    line = (f'extra_mounts = [{{ host = "/x", container = "{first}" }},\n'
+            f'  {{ host = "/y", container = "{second}" }}]')
+    validate_fails(tmp_path, "recipe", recipe_text(line), 5, "extra_mounts",
+                   f"'{second}' and '{first}' (line 4) are both")
