@@ -7,7 +7,6 @@ the schema covers what it can express (types, enums, patterns) and the editor sh
 from __future__ import annotations
 
 import json
-import posixpath
 import re
 from dataclasses import dataclass
 from typing import Callable, Iterator
@@ -15,24 +14,33 @@ from typing import Callable, Iterator
 from generator.argwords import FlagGroup, group_flags, json_problem
 from generator.diagnostics import Diagnostic, Severity
 from generator.engines import OWNED_ENV, OWNED_FLAGS, OWNED_RAY_FLAGS
-from generator.model import HF_CACHE_IN_CONTAINER, Cluster, NodeChoiceError, Origin, Recipe
-from generator.tomldoc import TomlDocument
+from generator.model import HF_CACHE_IN_CONTAINER, Cluster, Mount, NodeChoiceError, Origin, Recipe, container_target
+from generator.tomldoc import TomlDocument, format_key
 
 ERROR, WARNING = Severity.ERROR, Severity.WARNING
 FABRIC_ENV = re.compile(r"^(NCCL_|UCX_|GLOO_|TP_SOCKET_|OMPI_MCA_btl_tcp_if|NVSHMEM_)")
-# Formats of real tokens: Hugging Face, OpenAI-style, GitHub, GitLab, Slack, AWS access keys, JWTs.
+# Formats of real tokens: Hugging Face, OpenAI-style, GitHub, GitLab, Slack, AWS access keys, JWTs; a URL carrying
+# a password (https://user:pw@host, also git+ssh://, redis://), an HTTP Authorization value (Bearer / Basic).
 SECRET_VALUE = re.compile(r"(hf_[A-Za-z0-9]{30,}|sk-[A-Za-z0-9_-]{20,}|gh[pousr]_[A-Za-z0-9]{30,}"
                           r"|glpat-[A-Za-z0-9_-]{20,}|xox[baprs]-[A-Za-z0-9-]{10,}|AKIA[0-9A-Z]{16}"
-                          r"|eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\.)")
-# Whole words of a variable name: HF_TOKEN, OPENAI_API_KEY, AWS_SECRET_ACCESS_KEY; not TOKENIZERS_PARALLELISM.
-SECRET_NAME = re.compile(r"(^|[_-])(TOKEN|SECRET|PASSWORD|PASSWD|PASS|API[_-]?KEY|ACCESS[_-]KEY|PRIVATE[_-]KEY"
-                         r"|CREDENTIALS?)($|[_-])", re.I)
-# Docker's *_FILE convention and friends name where a secret lives, not the secret.
-NOT_A_SECRET_NAME = re.compile(r"[_-](FILE|PATH|DIR|MOUNT)$", re.I)
+                          r"|eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\."
+                          r"|[A-Za-z][A-Za-z0-9+.-]*://[^/\s:@]*:[^/\s@]+@"
+                          r"|\b(?:[Bb]earer|BEARER|[Bb]asic|BASIC)\s+[A-Za-z0-9._~+/-]{8,}=*)")
+# Whole words of a variable name: HF_TOKEN, OPENAI_API_KEY, AWS_SECRET_ACCESS_KEY, SSH_PASSPHRASE; a name ending
+# in TOKEN (HFTOKEN) or _KEY (WANDB_KEY, OPENAI_KEY); not TOKENIZERS_PARALLELISM, MAX_NUM_BATCHED_TOKENS or
+# NCCL_IB_GID_INDEX.
+SECRET_NAME = re.compile(r"(^|[_-])(TOKEN|SECRET|PASSWORD|PASSWD|PASS|PASSPHRASE|API[_-]?KEY|ACCESS[_-]KEY"
+                         r"|PRIVATE[_-]KEY|CREDENTIALS?)($|[_-])|TOKEN$|[_-]KEY$", re.I)
+# Docker's *_FILE convention and friends name where a secret lives, not the secret; a public key, and the keys
+# of caches, sorts and maps, are not secrets.
+NOT_A_SECRET_NAME = re.compile(r"[_-](FILE|PATH|DIR|MOUNT)$|(^|[_-])(PUBLIC|CACHE|SORT|HASH|PARTITION|SHARD|ROUTING"
+                               r"|PRIMARY|LOOKUP|INDEX|MAP|GROUP)[_-]KEY$", re.I)
 
 
 def secret_name(name: str) -> bool:
     return bool(SECRET_NAME.search(name)) and not NOT_A_SECRET_NAME.search(name)
+
+
 SECRET_FIX = ("secrets must not be written in recipes or clusters (they would land in committed out/): export it in "
               "the shell that deploys and list its name in `pass_env`, so Compose passes it through at `up`")
 
@@ -64,8 +72,9 @@ def lint_recipe(recipe: Recipe, cluster: Cluster | None) -> list[Diagnostic]:
             file = origin.file or child
             if file != child:  # a parent's line: say which recipe it is a problem for
                 message += f" (inherited by {child})"
-            found.append(Diagnostic(file, origin.line, 1 if origin.line else None, key, message, r.severity, r.id))
-    return sorted(set(found), key=lambda d: (d.file, d.line or 0, d.rule or "", d.message))
+            line = origin.line
+            found.append(Diagnostic(file, line, (origin.col or 1) if line else None, key, message, r.severity, r.id))
+    return sorted(set(found), key=lambda d: (d.file, d.line or 0, d.col or 0, d.rule or "", d.message))
 
 
 def _flags(recipe: Recipe) -> list[FlagGroup]:
@@ -115,7 +124,19 @@ def _bad_json(recipe, cluster):
             problem = json_problem(value)
             if problem:
                 yield (group.args[0].origin, "args",
-                       f"'{group.flag}' value is not valid JSON: {problem}: {value.strip()[:60]}")
+                       f"'{group.flag}' value is not valid JSON: {problem}: {value.strip()[:60]}"
+                       + _json_quoting_hint(group))
+
+
+def _json_quoting_hint(group: FlagGroup) -> str:
+    """JSON written without shell quotes loses its double quotes and splits at its blanks (args are shell
+    words): say so, since the message about the broken JSON alone sends people looking for a typo."""
+    value = group.values[0]
+    if len(group.values) == 1 and '"' in value:
+        return ""  # the quotes survived: a real JSON typo
+    words = f"{len(group.values)} words" if len(group.values) > 1 else "1 word without its double quotes"
+    return (f"; args are split as a shell does and this JSON became {words}: wrap it in single quotes inside "
+            "the string, e.g. \"'{\\\"method\\\": \\\"mtp\\\"}'\"")
 
 
 @rule("pass-env", ERROR, "a pass_env name that also has a value in the recipe or the cluster",
@@ -131,14 +152,24 @@ def _pass_env(recipe, cluster):
                    "(or is set by the compiler): keep one")
 
 
-@rule("mount-target", ERROR, "an extra mount on a path the compiler mounts itself")
+@rule("mount-target", ERROR, "an extra mount on /, on a path the compiler mounts, or twice on one folder")
 def _mount_target(recipe, cluster):
     reserved = {HF_CACHE_IN_CONTAINER: "the Hugging Face cache (set hf_cache in the cluster)",
                 "/dev/shm": "shared memory (set shm_size)"}
-    for mount in recipe.mounts:
-        target = posixpath.normpath(mount.container)
-        if target in reserved:
-            yield mount.origin, "extra_mounts", f"{mount.container} is {reserved[target]}; mount elsewhere"
+    seen: dict[str, Mount] = {}
+    for mount in recipe.mounts:  # compared as the container resolves them: //dev/shm is /dev/shm
+        target = container_target(mount.container)
+        if target == "/":
+            yield mount.origin, "extra_mounts", f"'{mount.container}' is the container's root: Docker refuses it"
+        elif target in reserved:
+            yield mount.origin, "extra_mounts", f"'{mount.container}' is {reserved[target]}; mount elsewhere"
+        elif target in seen:
+            first = seen[target]
+            yield (mount.origin, "extra_mounts",
+                   f"'{mount.container}' and '{first.container}' (line {first.origin.line}) are both {target}: "
+                   "one folder takes one mount; keep one")
+        else:
+            seen[target] = mount
 
 
 @rule("remove-unused", WARNING, "remove_args / remove_env naming what no parent sets")
@@ -309,6 +340,17 @@ def lint_cluster(doc: TomlDocument) -> list[Diagnostic]:
     walk(doc.data, ())
     envs = [(("env",), doc.data.get("env", {}))] + [(("nodes", i, "env"), n.get("env", {}))
                                                     for i, n in enumerate(doc.data.get("nodes", []))]
+    valued = {name: path + (name,) for path, env in envs for name in env}
+    for i, name in enumerate(doc.data.get("pass_env", [])):  # as the recipe's pass-env rule, for the cluster
+        if name in OWNED_ENV:
+            found.append(doc.diagnostic(("pass_env", i), f"'{name}' is set per rank by the compiler from the nodes' "
+                                                         "addresses: it cannot be passed from the deploying shell",
+                                        rule="pass-env"))
+        elif name in valued:
+            found.append(doc.diagnostic(("pass_env", i), f"'{name}' is passed from the deploying shell but also has "
+                                                         f"a value at {format_key(valued[name])} (line "
+                                                         f"{doc.key_position(valued[name]).line}): keep one",
+                                        rule="pass-env"))
     for path, env in envs:
         for name in OWNED_ENV:
             if name in env:

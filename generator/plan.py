@@ -18,6 +18,7 @@ from generator.engines import (OWNED_ENV, draft_models, flag_value, rank_command
                                served_model_name)
 from generator.model import (COMPILER, CONTAINER_KEYS, DEFAULT, HF_CACHE_IN_CONTAINER, RECIPE_SCALARS, Arg, Cluster,
                              ContainerOptions, Node, NodeChoiceError, Origin, Recipe, Ulimits)
+from generator.units import size_bytes
 
 LABEL_PREFIX = "dev.recipegen"
 RESTART_ATTEMPTS = 3  # a rank whose peers are gone must not restart forever
@@ -164,11 +165,11 @@ class RecipePlan:
 
 
 def shm_bytes(size: str) -> int:
-    """Docker's size syntax (`32gb`, `64g`, `512m`): binary multiples."""
-    match = re.fullmatch(r"([0-9]+(?:\.[0-9]+)?)([bkmg]?)b?", size.lower())
-    if not match:
+    """Docker's size syntax (`32gb`, `64g`, `32GiB`): binary multiples, as go-units reads it."""
+    value = size_bytes(size)
+    if value is None:  # the schema's docker-size format refused it already
         raise ValueError(size)
-    return int(float(match[1]) * 1024 ** "bkmg".index(match[2] or "b"))
+    return value
 
 
 def plan_recipe(recipe: Recipe, cluster: Cluster, project_root: Path, out_dir: Path) -> RecipePlan:

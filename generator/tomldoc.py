@@ -37,6 +37,7 @@ class TomlDocument:
     text: str
     data: dict[str, Any]
     shown: str = field(default="")  # the path as printed in messages
+    dropped: frozenset[str] = frozenset()  # keys removed as invalid (validate lints what is left)
 
     def __post_init__(self) -> None:
         self.shown = self.shown or display_path(self.path)
@@ -64,7 +65,7 @@ class TomlDocument:
     def origin(self, layer: str, path: KeyPath, value: bool = False) -> Origin:
         """Where `path` is written, located lazily (see Origin)."""
         find = self.value_position if value else self.key_position
-        return Origin(layer, self.shown, locate=lambda: find(path).line)
+        return Origin(layer, self.shown, locate=lambda: find(path))
 
     def diagnostic(self, path: KeyPath, message: str, *, at_value: bool = True, **kw: Any) -> Diagnostic:
         pos = self.value_position(path) if at_value else self.key_position(path)

@@ -8,7 +8,9 @@ counted by hand from the fixture files: a finding must point at the line a perso
 
 from __future__ import annotations
 
+import json
 import re
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -65,32 +67,34 @@ class Bad:
     key: str
     names: tuple[str, ...]  # the flag / variable / value the message must name
     folder: str = "bad"
+    col: int = 1  # where the key, the array element or the [[table]] name starts, counted by hand
 
 
 ERROR, WARNING = "error", "warning"
 # Line numbers counted by hand from the fixtures (see each file).
 CASES = [
-    Bad("owned-flag", ERROR, 11, "args", ("'--node-rank'", "set by the compiler")),
+    Bad("owned-flag", ERROR, 11, "args", ("'--node-rank'", "set by the compiler"), col=5),
     Bad("owned-env", ERROR, 16, "env.MASTER_ADDR", ("'MASTER_ADDR'", "set per rank by the compiler")),
-    Bad("bad-json", ERROR, 11, "args", ("'--compilation-config'", "not valid JSON")),
-    Bad("duplicate-flag", WARNING, 11, "args", ("'--max-model-len'", "given twice", "first at line 9")),
+    Bad("bad-json", ERROR, 11, "args", ("'--compilation-config'", "not valid JSON"), col=5),
+    Bad("duplicate-flag", WARNING, 11, "args", ("'--max-model-len'", "given twice", "first at line 9"), col=5),
     Bad("parallel-size", ERROR, 6, "tensor_parallel_size",
         ("tensor_parallel_size x pipeline_parallel_size = 1", "2 node(s) x 1 GPU = 2")),
     Bad("too-many-nodes", ERROR, 5, "required_nodes", ("needs 3 nodes", "'lint-duo' has 2")),
     Bad("sglang-backend", ERROR, 7, "distributed_backend", ("SGLang", "'mp'")),
     Bad("cudagraph-capture", WARNING, 14, "args",
-        ("--max-cudagraph-capture-size 24", "8 x 4 = 32", "num_speculative_tokens = 3")),
-    Bad("gpu-memory", WARNING, 10, "args", ("--gpu-memory-utilization 0.95", "gpu_memory_ceiling 0.9", "unified")),
-    Bad("gpu-memory-range", ERROR, 10, "args", ("--gpu-memory-utilization 1.2", "(0, 1]")),
+        ("--max-cudagraph-capture-size 24", "8 x 4 = 32", "num_speculative_tokens = 3"), col=5),
+    Bad("gpu-memory", WARNING, 10, "args", ("--gpu-memory-utilization 0.95", "gpu_memory_ceiling 0.9", "unified"),
+        col=5),
+    Bad("gpu-memory-range", ERROR, 10, "args", ("--gpu-memory-utilization 1.2", "(0, 1]"), col=5),
     Bad("fabric-env", WARNING, 16, "env.NCCL_SOCKET_IFNAME", ("NCCL_SOCKET_IFNAME", "overrides the cluster")),
     Bad("secret", ERROR, 16, "env.HF_AUTH", ("looks like a secret", HOW_TO_PASS)),  # an hf_ token as a value
     Bad("secret", ERROR, 16, "env.HF_TOKEN", ("looks like a secret", HOW_TO_PASS), "bad-env-name"),
-    Bad("secret", ERROR, 11, "args", ("looks like a secret", HOW_TO_PASS), "bad-args"),  # sk-... inside args
+    Bad("secret", ERROR, 11, "args", ("looks like a secret", HOW_TO_PASS), "bad-args", col=5),  # sk-... inside args
     Bad("pass-env", ERROR, 7, "pass_env", ("'NCCL_SOCKET_IFNAME'", "also has a value")),
-    Bad("mount-target", ERROR, 10, "extra_mounts", ("/root/.cache/huggingface/", "Hugging Face cache")),
-    Bad("remove-unused", WARNING, 3, "remove_args", ("'--enforce-eagre'", "not set by any parent")),
+    Bad("mount-target", ERROR, 10, "extra_mounts", ("/root/.cache/huggingface/", "Hugging Face cache"), col=3),
+    Bad("remove-unused", WARNING, 3, "remove_args", ("'--enforce-eagre'", "not set by any parent"), col=16),
     Bad("shell-literal", WARNING, 11, "args", ("'$HOME/templates/qwen3.jinja'", "reaches the engine literally",
-                                                "recipegen runs no shell", "expanded $HOME")),
+                                                "recipegen runs no shell", "expanded $HOME"), col=24),
 ]
 RULE_IDS = [r.id for r in RULES]
 
@@ -144,7 +148,7 @@ def test_bad_recipe_triggers_exactly_its_rule(case: Bad):
     assert f.severity == case.severity
     assert f.file == f"tests/lint/{case.rule}/{case.folder}/recipe.toml"
     assert f.line == case.line, f"{case.rule} points at line {f.line}, the fixture has it at {case.line}"
-    assert f.col == 1
+    assert f.col == case.col, f"{case.rule} points at column {f.col}, the fixture has it at {case.col}"
     assert f.key == case.key
     for name in case.names:
         assert name in f.message, f"message does not name {name!r}: {f.message}"
@@ -337,3 +341,137 @@ def test_build_refuses_a_cluster_with_a_secret(tmp_path):
     assert list(out.rglob("*.yaml")) == [], "the token landed in out/"
     assert result.exit_code == 1
     assert "error[secret]" in result.stderr
+
+
+# --- secrets: wider names and values, and the ordinary ones that must stay unflagged ------------------------------
+
+def _env_names_in_the_repository() -> set[str]:
+    """Every env name the shipped recipes, the cluster and the golden inputs use: all ordinary."""
+    import tomllib
+
+    names: set[str] = set()
+
+    def walk(value):
+        if isinstance(value, dict):
+            for k, v in value.items():
+                if k == "env" and isinstance(v, dict):
+                    names.update(v)
+                walk(v)
+        elif isinstance(value, list):
+            for v in value:
+                walk(v)
+
+    for path in [*ROOT.glob("recipes/**/*.toml"), *ROOT.glob("tests/golden/**/*.toml"), ROOT / "cluster.toml"]:
+        walk(tomllib.loads(path.read_text("utf-8")))
+    return names
+
+
+# Common vLLM / SGLang / NCCL / CUDA / PyTorch / Hugging Face / Ray / shell variables: none is a secret.
+ORDINARY_NAMES = [
+    "HF_HOME", "HF_HUB_CACHE", "HF_HUB_OFFLINE", "HF_HUB_ENABLE_HF_TRANSFER", "HF_HUB_DISABLE_TELEMETRY",
+    "HF_ENDPOINT", "HF_DATASETS_OFFLINE", "HF_HUB_DOWNLOAD_TIMEOUT", "TRANSFORMERS_OFFLINE", "TRANSFORMERS_CACHE",
+    "TOKENIZERS_PARALLELISM", "VLLM_LOGGING_LEVEL", "VLLM_ATTENTION_BACKEND", "VLLM_WORKER_MULTIPROC_METHOD",
+    "VLLM_CACHE_ROOT", "VLLM_ALLOW_LONG_MAX_MODEL_LEN", "VLLM_USE_V1", "VLLM_RPC_TIMEOUT", "VLLM_PORT",
+    "VLLM_ENGINE_ITERATION_TIMEOUT_S", "VLLM_MAX_TOKENS_PER_EXPERT_FP4_MOE", "MAX_NUM_BATCHED_TOKENS",
+    "SGLANG_DISABLE_TOKENIZER_BATCH_DECODE", "SGLANG_ENABLE_TORCH_COMPILE", "NCCL_IB_GID_INDEX",
+    "NCCL_NET_GDR_LEVEL", "NCCL_IB_SL", "NCCL_IB_TC", "NCCL_NVLS_ENABLE", "NCCL_ALGO", "NCCL_PROTO",
+    "NCCL_MIN_NCHANNELS", "NCCL_TOPO_FILE", "NCCL_SOCKET_NTHREADS", "NCCL_NSOCKS_PERTHREAD", "UCX_TLS",
+    "CUDA_LAUNCH_BLOCKING", "CUDA_MODULE_LOADING", "CUDA_HOME", "LD_LIBRARY_PATH", "PATH", "PYTHONPATH",
+    "PYTHONUNBUFFERED", "TORCH_NCCL_ASYNC_ERROR_HANDLING", "TORCH_DISTRIBUTED_DEBUG", "TORCHINDUCTOR_CACHE_DIR",
+    "TRITON_CACHE_DIR", "RAY_ADDRESS", "RAY_memory_monitor_refresh_ms", "MAX_JOBS", "NVIDIA_VISIBLE_DEVICES",
+    "NVIDIA_DRIVER_CAPABILITIES", "MKL_NUM_THREADS", "HOME", "PWD", "USER", "LANG", "TZ", "SSH_AUTH_SOCK",
+    "WANDB_PROJECT", "WANDB_MODE", "WANDB_DIR", "PASSTHROUGH_MODE", "KEYRING_BACKEND", "HF_TOKEN_PATH",
+    "SSH_KEY_FILE", "GPG_PUBLIC_KEY", "CACHE_KEY", "VLLM_CACHE_KEY", "SORT_KEY", "MONKEY", "TURNKEY",
+]
+ORDINARY_VALUES = [
+    "https://huggingface.co/Qwen/Qwen3-32B", "http://10.0.0.1:8000/v1", "ssh://spark@spark1.local",
+    "expandable_segments:True", "user@host:/srv/models", "https://host:443/api@v1", "redis://cache:6379/0",
+    "postgres://db.local:5432/runs", "Basic", "bearer", "Bearer", '{"method": "mtp", "num_speculative_tokens": 2}',
+    "rocep1s0f0,roceP2p1s0f0", "enp1s0f0np0", "12.1a", "sm_121a", "/root/.cache/huggingface", "PCI_BUS_ID",
+    "0x1F", "Qwen/Qwen3-Coder-30B-A3B-Instruct-FP8", "a" * 64, "sha256:" + "0" * 64,
+]
+SECRET_NAMES = ["HFTOKEN", "HF_TOKEN", "HF_HUB_TOKEN", "HUGGING_FACE_HUB_TOKEN", "GITHUBTOKEN", "SSH_PASSPHRASE",
+                "WANDB_KEY", "WANDB_API_KEY", "OPENAI_KEY", "OPENAI_API_KEY", "ANTHROPIC_KEY", "AWS_SECRET_ACCESS_KEY",
+                "DB_PASSWORD", "REDIS_PASS", "SIGNING_KEY", "SSH_PRIVATE_KEY", "GOOGLE_CREDENTIALS", "VLLM_API_KEY"]
+SECRET_VALUES = ["https://user:pw@host/org/repo", "git+https://oauth2:abc123@gitlab.example/x.git",
+                 "redis://:hunter2@cache:6379/0", "Bearer abcdef1234567890", "Authorization: Bearer eyJhb.abc.def",
+                 "Basic dXNlcjpwYXNzd29yZA==", "hf_" + "a" * 34]
+
+
+@pytest.mark.parametrize("name", sorted(_env_names_in_the_repository()) + ORDINARY_NAMES)
+def test_ordinary_env_names_are_not_secrets(name):
+    from generator.lint import secret_name
+
+    assert not secret_name(name)
+
+
+@pytest.mark.parametrize("value", ORDINARY_VALUES)
+def test_ordinary_values_are_not_secrets(value):
+    from generator.lint import SECRET_VALUE
+
+    assert not SECRET_VALUE.search(value)
+
+
+def test_the_repository_has_env_names_to_check():
+    assert len(_env_names_in_the_repository()) >= 20
+
+
+@pytest.mark.parametrize("name", SECRET_NAMES)
+def test_secret_names_are_refused(tmp_path, name):
+    result = validate(tmp_recipe(tmp_path, '    "--max-model-len", "4096",\n', env=f'{name} = "x"\n'))
+    (f,) = findings(result)
+    assert (f.rule, f.key) == ("secret", f"env.{name}")
+
+
+@pytest.mark.parametrize("value", SECRET_VALUES)
+@pytest.mark.parametrize("where", ["env", "args", "mount"])
+def test_secret_values_are_refused_anywhere(tmp_path, value, where):
+    quoted = json.dumps(value)
+    if where == "env":
+        path = tmp_recipe(tmp_path, '    "--max-model-len", "4096",\n', env=f"SOURCE = {quoted}\n")
+    elif where == "args":
+        path = tmp_recipe(tmp_path, f'    "--x", {json.dumps(shlex.quote(value))},\n')
+    else:
+        path = tmp_recipe(tmp_path, '    "--max-model-len", "4096",\n')
+        path.write_text(path.read_text("utf-8").replace(
+            "args = [", f'extra_mounts = [{{ host = "/srv", container = {json.dumps("/m/" + value)} }}]\nargs = ['),
+            "utf-8")
+    result = validate(path)
+    assert result.exit_code == 1, result.stderr
+    assert [f.rule for f in findings(result)] == ["secret"], result.stderr
+
+
+def test_secret_in_a_cluster_pass_env_value_is_refused(tmp_path):
+    text = CLUSTER.read_text("utf-8").replace("[env]\n", '[env]\nPROXY = "http://me:pw@proxy:3128"\n', 1)
+    path = tmp_path / "cluster.toml"
+    path.write_text(text, "utf-8")
+    result = run("validate", str(path))
+    assert [(f.rule, f.key) for f in findings(result)] == [("secret", "env.PROXY")], result.stderr
+
+
+# --- bad-json: JSON without shell quotes -------------------------------------------------------------------------
+
+QUOTING_HINT = "wrap it in single quotes inside the string"
+
+
+@pytest.mark.parametrize("args, became", [
+    ('    "--speculative-config", "{\\"method\\": \\"mtp\\", \\"num_speculative_tokens\\": 2}",\n', "4 words"),
+    ('    "--compilation-config", "{\\"level\\":3}",\n', "1 word without its double quotes"),
+    ('    "--speculative-config={\\"method\\": \\"mtp\\"}",\n', "2 words"),
+    ('    "--override-generation-config", "{\\"temperature\\": 0.6,}",\n', "2 words"),
+    ('    "--hf-overrides", "[\\"a\\", \\"b\\"]",\n', "2 words"),
+])
+def test_unquoted_json_hints_at_shell_quotes(tmp_path, args, became):
+    result = validate(tmp_recipe(tmp_path, args))
+    (f,) = findings(result)
+    assert f.rule == "bad-json" and f"this JSON became {became}: {QUOTING_HINT}" in f.message, f.message
+
+
+@pytest.mark.parametrize("args", [
+    "    \"--override-generation-config\", \"'{\\\"temperature\\\": 0.6,}'\",\n",  # quoted, a real typo
+    '    "--compilation-config", """\n\'{"cudagraph_mode": "FULL",}\'""",\n',
+])
+def test_quoted_json_typo_has_no_quoting_hint(tmp_path, args):
+    result = validate(tmp_recipe(tmp_path, args))
+    (f,) = findings(result)
+    assert f.rule == "bad-json" and QUOTING_HINT not in f.message, f.message

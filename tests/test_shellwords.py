@@ -323,7 +323,7 @@ def test_shell_literal_warns_at_the_element(tmp_path, value, says):
     result = validate(tmp_path, value)
     assert result.exit_code == 1  # a warning fails --strict
     (line,) = result.stderr.splitlines()
-    assert ":8:1: warning[shell-literal]: args: " in line
+    assert ":8:5: warning[shell-literal]: args: " in line  # the element's own column
     assert "reaches the engine literally (recipegen runs no shell)" in line and says in line
 
 

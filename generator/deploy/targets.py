@@ -81,7 +81,7 @@ def deployment(plan: RecipePlan, files: dict[str, str], out_dir: Path, require_c
 
 def deployment_from_out(recipe_id: str, cluster: Cluster, out_dir: Path) -> Deployment:
     """The nodes a compiled recipe was written for, read from out/<id>/<node>/compose.yaml (rank from its labels)."""
-    import yaml_rs
+    from generator.verify import read_yaml
 
     folder = out_dir / recipe_id
     files = sorted(folder.glob("*/compose.yaml")) if folder.is_dir() else []
@@ -96,9 +96,9 @@ def deployment_from_out(recipe_id: str, cluster: Cluster, out_dir: Path) -> Depl
             raise RecipegenError(Diagnostic(str(file), None, None, None, f"node '{name}' is not in cluster "
                                                                          f"'{cluster.name}' ({cluster.path})"))
         try:
-            labels = yaml_rs.loads(file.read_text("utf-8"))["services"]["engine"].get("labels", {})
+            labels = read_yaml(file.read_text("utf-8"))["services"]["engine"].get("labels", {})
             rank = int(labels.get(f"{LABEL_PREFIX}.rank", 0))
-        except (ValueError, KeyError, TypeError, yaml_rs.YAMLDecodeError, OSError) as exc:
+        except (ValueError, KeyError, TypeError, OSError) as exc:
             raise RecipegenError(Diagnostic(str(file), None, None, None, f"not a compose file recipegen "
                                                                          f"wrote: {exc}")) from None
         ranked.append((rank, Target(known[name], file)))
