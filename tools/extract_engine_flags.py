@@ -430,6 +430,13 @@ def vllm_field_kwargs(atoms: set[Atom], lenient: bool, optional_bool_str: bool) 
     return kw
 
 
+def _source_order(node: ast.AST) -> Iterator[ast.AST]:
+    """Every node under `node`, depth first in source order (ast.walk is breadth first)."""
+    yield node
+    for child in ast.iter_child_nodes(node):
+        yield from _source_order(child)
+
+
 # ----------------------------------------------------------------------------------------------------------------
 # Walking the parser-building code
 # ----------------------------------------------------------------------------------------------------------------
@@ -482,7 +489,7 @@ class Walker:
                     if isinstance(t, ast.Name) and cls:
                         kwvars[t.id] = cls
         self._collect_overrides(fn, overrides)
-        for stmt in ast.walk(fn):
+        for stmt in _source_order(fn):  # registration order: the first spelling registered wins
             if isinstance(stmt, ast.Call):
                 self.visit_call(stmt, path, fn, bound_cls, kwvars, overrides, depth)
 
@@ -681,9 +688,7 @@ class Walker:
         names = [cli_name] + (_const_list(kw.get("aliases"), self.src, path) or [])
         if kw.get("action") is not None:
             return flag_from_kwargs(names, {"action": kw["action"], "nargs": kw.get("nargs")}, self.src, path)
-        atoms = self.ann.atoms(inner, path)
-        optional = Atom("None") in atoms
-        atoms = atoms - {Atom("None")}
+        atoms = self.ann.atoms(inner, path) - {Atom("None")}
         kinds = {a.kind for a in atoms}
         choices = _const_list(kw.get("choices"), self.src, path) if kw.get("choices") is not None else None
         dynamic_choices = kw.get("choices") is not None and choices is None
@@ -708,9 +713,10 @@ class Walker:
         else:
             t = next(iter(kinds)) if len(atoms) == 1 and kinds <= {"int", "float", "str"} else "str"
         nargs = kw["nargs"].value if isinstance(kw.get("nargs"), ast.Constant) else None
-        if choices:
+        if choices and parser is None:  # a type_parser (e.g. str.lower) runs before argparse checks the choices
             return Flag(names, type="choice", choices=choices, nargs=nargs)
-        return Flag(names, type="any" if dynamic_choices else t, nargs=nargs, optional=optional and t != "str")
+        # no optional: SGLang passes Optional[int] to argparse as type=int, so the word "None" is refused
+        return Flag(names, type="any" if dynamic_choices else t, nargs=nargs)
 
 
 # ----------------------------------------------------------------------------------------------------------------
