@@ -99,8 +99,8 @@ def release_for_image(engine: str, image: str) -> Release | None:
         if match:
             version, source = match.group(1).replace("post", ".post").replace("..", "."), f"image tag {tag}"
     if version is None:
-        return Release(engine, newest, False, f"{image} names no {engine} release: assumed the newest with flag "
-                                              f"data, {newest}")
+        return Release(engine, newest, False, f"{image} names no {engine} release: the newest with flag data "
+                                              "assumed")
     if version in known:
         return Release(engine, version, exact, source)
     nearest = min(known, key=lambda v: (_distance(v, version), v))
@@ -130,6 +130,15 @@ def _release_table(engine: str, version: str) -> tuple[dict[str, FlagSpec], dict
     return table, data["parser"][index]
 
 
+def known_in_some_release(engine: str, word: str) -> bool:
+    """Some release with data accepts `word` as written (its own spelling rules, no abbreviation)."""
+    for version in releases(engine):
+        found = lookup(Release(engine, version, True, ""), word)
+        if found.spec is not None and not found.abbreviation:
+            return True
+    return False
+
+
 def releases_with(engine: str, flag: str) -> list[str]:
     data = _data()["engines"][engine]
     indices = sorted({i for v in data["flags"].get(flag, []) for i in v["in"]})
@@ -153,6 +162,8 @@ def lookup(release: Release, word: str) -> Lookup:
             if base in table and table[base].type == "json":
                 return Lookup(table[base])
             name = base
+    elif name == "-O" and parser.get("short_o"):  # vLLM rewrites `-O 3` to --optimization-level 3
+        return Lookup(table.get("--optimization-level") or FlagSpec("-O", "any"))
     elif len(name) > 2:  # -O3, -Odecode: a one-letter option with its value attached
         if name[:2] in table and table[name[:2]].type != "bool":
             return Lookup(table[name[:2]])

@@ -272,9 +272,9 @@ def _unknown_flag(recipe, cluster):
         if found.spec is not None and not found.abbreviation:
             continue
         name = group.args[0].word.split("=", 1)[0]
-        if not release.exact and found.spec is None and engineflags.releases_with(recipe.engine, group.flag):
+        if not release.exact and engineflags.known_in_some_release(recipe.engine, name):
             continue  # the image's release is a guess and some release has the flag: not sure enough to warn
-        assumed = "" if release.exact else f" (assumed: {release.why})"
+        assumed = "" if release.exact else f" ({release.why})"
         yield (group.args[0].origin, "args", f"'{name}' is not a {release} flag; {found.problem}{assumed}")
 
 

@@ -251,7 +251,8 @@ SGLANG_CLASSIC = {
                 parser.add_argument("--mem-fraction-static", type=float, default=ServerArgs.mem_fraction_static)
                 parser.add_argument("--load-format", type=str, choices=LOAD_FORMAT_CHOICES + ["dummy"])
                 parser.add_argument("--trust-remote-code", action="store_true")
-                parser.add_argument("--tool-call-parser", type=str, choices=list(FunctionCallParser.ToolCallParserEnum.keys()))
+                parser.add_argument("--tool-call-parser", type=str,
+                                    choices=list(FunctionCallParser.ToolCallParserEnum.keys()))
                 parser.add_argument("--tp-size", "--tensor-parallel-size", type=int, default=1)
                 parser.add_argument("--json-model-override-args", type=str, default="{}")
     """,
@@ -381,17 +382,20 @@ def test_shipped_data_says_how_to_regenerate():
 
 # --- image -> release -------------------------------------------------------------------------------------------
 
+GUESSED = "names no vllm release: the newest with flag data assumed"
+
+
 @pytest.mark.parametrize("engine, image, version, exact, said", [
     ("vllm", "vllm/vllm-openai:v0.11.0", "0.11.0", True, "image tag v0.11.0"),
     ("vllm", "docker.io/vllm/vllm-openai:v0.34.0@sha256:0123", "0.34.0", True, "v0.34.0"),
     ("vllm", "nvcr.io/nvidia/vllm:25.10-py3", "0.10.2", True, "NGC 25.10 ships vLLM 0.10.2"),
     ("vllm", "nvcr.io/nvidia/vllm:26.10-py3", "0.31.0", True, "NGC 26.10"),
     ("vllm", "nvcr.io/nvidia/vllm:26.03-py3", "0.11.0", False, "no flag data for 0.17.1"),
-    ("vllm", "eugr/spark-vllm-b12x:sm121", "0.34.0", False, "assumed the newest"),
-    ("vllm", "vllm/vllm-openai:latest", "0.34.0", False, "assumed the newest"),
-    ("vllm", "localhost:5000/vllm", "0.34.0", False, "assumed the newest"),
+    ("vllm", "eugr/spark-vllm-b12x:sm121", "0.34.0", False, GUESSED),
+    ("vllm", "vllm/vllm-openai:latest", "0.34.0", False, GUESSED),
+    ("vllm", "localhost:5000/vllm", "0.34.0", False, GUESSED),
     ("sglang", "lmsysorg/sglang:v0.5.3-cu129", "0.5.3", True, "v0.5.3-cu129"),
-    ("sglang", "lmsysorg/sglang:spark", "0.5.23", False, "assumed the newest"),
+    ("sglang", "lmsysorg/sglang:spark", "0.5.23", False, GUESSED.replace("vllm", "sglang")),
     ("sglang", "lmsysorg/sglang:v0.5.22.post1-cu130", "0.5.22", False, "no flag data for 0.5.22.post1"),
 ])
 def test_release_for_image(engine, image, version, exact, said):
@@ -411,6 +415,8 @@ SG = Release("sglang", "0.5.3", True, "image tag v0.5.3")
     (V011, "--max_num_seqs=8", "--max-num-seqs", None),  # vLLM turns _ into -
     (V011, "--compilation-config.level", "--compilation-config", None),  # a dotted JSON key
     (V011, "-O3", "--compilation-config", None),
+    (Release("vllm", "0.34.0", True, "t"), "-O", "--optimization-level", None),
+    (Release("vllm", "0.34.0", True, "t"), "-O3", "--optimization-level", None),
     (V011, "--max-num-seq", "--max-num-seqs", "did you mean '--max-num-seqs'?"),  # an abbreviation argparse takes
     (V011, "--max", None, "ambiguous abbreviation"),
     (V011, "--gpu-memory-utilisation", None, "did you mean '--gpu-memory-utilization'?"),

@@ -353,8 +353,10 @@ def test_build_refuses_a_cluster_with_a_secret(tmp_path):
     ('    "--max", "8",\n', "vllm", "vllm/vllm-openai:v0.34.0", ("ambiguous abbreviation", "'--max-")),
     ('    "--mem_fraction_static", "0.8",\n', "sglang", "lmsysorg/sglang:v0.5.3-cu129",
      ("not a sglang 0.5.3 flag", "did you mean '--mem-fraction-static'?")),
+    ('    "--mem_fraction_static", "0.8",\n', "sglang", "lmsysorg/sglang:spark",  # no SGLang release takes _
+     ("not a sglang 0.5.23 flag", "does not accept '_'", "lmsysorg/sglang:spark names no sglang release")),
     ('    "--enable-prefix-cachin",\n', "vllm", "eugr/spark-vllm-b12x:sm121",  # a custom image: says what it assumed
-     ("not a vllm 0.34.0 flag", "did you mean '--enable-prefix-caching'?", "assumed the newest with flag data")),
+     ("not a vllm 0.34.0 flag", "did you mean '--enable-prefix-caching'?", "the newest with flag data assumed")),
 ])
 def test_unknown_flag(tmp_path, args, engine, image, names):
     result = validate(tmp_recipe(tmp_path, args, engine=engine, image=image))
@@ -391,7 +393,8 @@ def test_a_wrapper_entrypoint_is_not_checked(tmp_path):
      ("'--gpu-memory-utilization' takes a number, not 'abc'", "vllm 0.11.0")),
     ('    "--enforce-eager", "true",\n', "vllm", "vllm/vllm-openai:v0.11.0", ("is a switch and takes no value",)),
     ('    "--enforce-eager=true",\n', "vllm", "vllm/vllm-openai:v0.34.0", ("takes no value", "'true'")),
-    ('    "--kv-cache-dtype", "fp9",\n', "vllm", "vllm/vllm-openai:v0.11.0", ("'fp9' is not one of", "did you mean 'fp8'?")),
+    ('    "--kv-cache-dtype", "fp9",\n', "vllm", "vllm/vllm-openai:v0.11.0",
+     ("'fp9' is not one of", "did you mean 'fp8'?")),
     ('    "--trust-remote-code", "yes",\n', "sglang", "lmsysorg/sglang:v0.5.3", ("takes no value", "sglang 0.5.3")),
     ('    "--max-num-seqs", "6.5",\n', "vllm", "eugr/spark-vllm-b12x:sm121", ("takes an integer",)),
 ])

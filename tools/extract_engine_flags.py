@@ -44,6 +44,8 @@ BUILTIN_ATOMS = {"str", "int", "float", "bool", "dict", "list", "tuple", "set", 
 GENERIC = {"List": "list", "Dict": "dict", "Tuple": "tuple", "Set": "set", "list": "list", "dict": "dict",
            "tuple": "tuple", "set": "set", "frozenset": "set", "Sequence": "list"}
 BOOL_ACTIONS = {"store_true", "store_false", "store_const", "count"}
+# (get_kwargs result variable, field) -> edits of that field's kwargs: {"type": <ast>, "nargs": None (deleted)}
+Overrides = dict[tuple[str, str], dict[str, Any]]
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -127,6 +129,23 @@ def _name(node: ast.AST | None) -> str | None:
         return node.id
     if isinstance(node, ast.Attribute):
         return node.attr
+    return None
+
+
+def _key(node: ast.AST | None) -> str | None:
+    """The string of a constant subscript or key: `"x"` in `kwargs["x"]`."""
+    return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
+
+
+def _const(node: ast.AST | None) -> Any:
+    """The value of a constant node, else None."""
+    return node.value if isinstance(node, ast.Constant) else None
+
+
+def _field_ref(node: ast.AST) -> tuple[str, str] | None:
+    """`model_kwargs["dtype"]` -> ("model_kwargs", "dtype")."""
+    if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and _key(node.slice) is not None:
+        return node.value.id, _key(node.slice) or ""
     return None
 
 
@@ -231,7 +250,7 @@ def flag_from_kwargs(names: list[str], kw: dict[str, Any], src: Sources, here: s
     action = kw.get("action")
     action_name = action.value if isinstance(action, ast.Constant) else (_name(action) if isinstance(action, ast.AST)
                                                                          else action)
-    nargs = kw.get("nargs")
+    nargs: Any = kw.get("nargs")
     if isinstance(nargs, ast.Constant):
         nargs = nargs.value
     elif isinstance(nargs, ast.AST):
@@ -360,7 +379,7 @@ class Annotations:
         if bases & {"BaseModel", "Struct"}:
             return "dataclass"
         for base in bases - {None, "object"}:
-            found = self.src.first(base, "class", prefer=(here,)) if depth < 5 else None
+            found = self.src.first(base, "class", prefer=(here,)) if base and depth < 5 else None
             if found:
                 kind = self._class_kind(found[1], found[0], depth + 1)
                 if kind != "other":
@@ -479,7 +498,7 @@ class Walker:
             return
         self.visited.add(key)
         kwvars: dict[str, str] = {}  # local name -> class given to get_kwargs
-        overrides: dict[tuple[str, str], dict[str, Any]] = {}
+        overrides: Overrides = {}
         for node in ast.walk(fn):
             if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) \
                     and _name(node.value.func) == "get_kwargs" and node.value.args:
@@ -493,16 +512,16 @@ class Walker:
             if isinstance(stmt, ast.Call):
                 self.visit_call(stmt, path, fn, bound_cls, kwvars, overrides, depth)
 
-    def _collect_overrides(self, fn: ast.AST, overrides: dict[tuple[str, str], dict[str, Any]]) -> None:
+    def _collect_overrides(self, fn: ast.AST, overrides: Overrides) -> None:
         """`frontend_kwargs["x"]["type"] = json.loads`, `del ...["nargs"]`: edits of get_kwargs' result."""
         for node in ast.walk(fn):
             targets = node.targets if isinstance(node, (ast.Assign, ast.Delete)) else []
             for t in targets:
-                if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Subscript) \
-                        and isinstance(t.value.value, ast.Name) and isinstance(t.value.slice, ast.Constant) \
-                        and isinstance(t.slice, ast.Constant):
-                    slot = overrides.setdefault((t.value.value.id, t.value.slice.value), {})
-                    slot[t.slice.value] = None if isinstance(node, ast.Delete) else node.value
+                ref = _field_ref(t.value) if isinstance(t, ast.Subscript) else None
+                key = _key(t.slice) if isinstance(t, ast.Subscript) else None
+                if ref and key:
+                    value = node.value if isinstance(node, ast.Assign) else None
+                    overrides.setdefault(ref, {})[key] = value
 
     def _apply(self, kw: dict[str, Any], edits: dict[str, Any]) -> dict[str, Any]:
         kw = dict(kw)
@@ -522,17 +541,19 @@ class Walker:
         return kw
 
     def visit_call(self, call: ast.Call, path: str, fn: ast.FunctionDef, bound_cls: str | None,
-                   kwvars: dict[str, str], overrides: dict, depth: int) -> None:
+                   kwvars: dict[str, str], overrides: Overrides, depth: int) -> None:
         fname = _name(call.func)
         if fname == "add_argument":
             self._add_argument(call, path, kwvars, overrides, fn)
         elif fname == "add_cli_args_from_dataclass":
             self._sglang_dataclass_fields(call, path)
-        elif fname in ("add_cli_args", "make_arg_parser") or (fname and fname.startswith("_add_") and fname.endswith("args")):
+        elif fname in ("add_cli_args", "make_arg_parser") or (fname and re.fullmatch(r"_add_\w*args", fname)):
             self._follow(call, path, bound_cls, depth)
 
     def _follow(self, call: ast.Call, path: str, bound_cls: str | None, depth: int) -> None:
         fname = _name(call.func)
+        if fname is None:
+            return
         if isinstance(call.func, ast.Attribute):
             owner = _name(call.func.value)
             if isinstance(call.func.value, ast.Call) and _name(call.func.value.func) == "super":
@@ -572,14 +593,13 @@ class Walker:
         for stmt in cls.body:
             if isinstance(stmt, ast.FunctionDef) and stmt.name == method:
                 return path, stmt
-        for base in cls.bases:
-            if _name(base):
-                hit = self._method(_name(base), method, path, depth + 1)
-                if hit:
-                    return hit
+        for base_name in filter(None, map(_name, cls.bases)):
+            hit = self._method(base_name, method, path, depth + 1)
+            if hit:
+                return hit
         return None
 
-    def _add_argument(self, call: ast.Call, path: str, kwvars: dict[str, str], overrides: dict,
+    def _add_argument(self, call: ast.Call, path: str, kwvars: dict[str, str], overrides: Overrides,
                       fn: ast.FunctionDef) -> None:
         star = [k.value for k in call.keywords if k.arg is None]
         if not star:
@@ -601,50 +621,49 @@ class Walker:
         """`moe_backend_kwargs = kernel_kwargs["moe_backend"]`: a name for one field's kwargs."""
         out = {}
         for node in ast.walk(fn):
-            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) \
-                    and isinstance(node.value, ast.Subscript) and isinstance(node.value.value, ast.Name) \
-                    and node.value.value.id in kwvars and isinstance(node.value.slice, ast.Constant):
-                out[node.targets[0].id] = (node.value.value.id, node.value.slice.value)
+            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+                ref = _field_ref(node.value)
+                if ref and ref[0] in kwvars:
+                    out[node.targets[0].id] = ref
         return out
 
-    def _star_kwargs(self, expr: ast.AST, path: str, kwvars: dict[str, str], overrides: dict,
+    def _star_kwargs(self, expr: ast.AST, path: str, kwvars: dict[str, str], overrides: Overrides,
                      fn: ast.FunctionDef) -> dict[str, Any] | None:
         """What `**expr` of an add_argument call holds: a config field's kwargs, edited, or a dict display."""
-        if isinstance(expr, ast.Subscript) and isinstance(expr.value, ast.Name) \
-                and isinstance(expr.slice, ast.Constant) and expr.value.id in kwvars:
-            kw = self.field_kwargs(kwvars[expr.value.id], path).get(expr.slice.value)
-            return None if kw is None else self._apply(kw, overrides.get((expr.value.id, expr.slice.value), {}))
+        ref = _field_ref(expr)
+        if ref and ref[0] in kwvars:
+            kw = self.field_kwargs(kwvars[ref[0]], path).get(ref[1])
+            return None if kw is None else self._apply(kw, overrides.get(ref, {}))
         if isinstance(expr, ast.Name):
             alias = self._aliases(fn, kwvars).get(expr.id)
             if alias is None:
                 return None
-            kw = self.field_kwargs(kwvars[alias[0]], path).get(alias[1])
-            if kw is None:
+            found = self.field_kwargs(kwvars[alias[0]], path).get(alias[1])
+            if found is None:
                 return None
-            kw = self._apply(kw, overrides.get(alias, {}))
-            edits = {}
+            edits: dict[str, Any] = {}
             for node in ast.walk(fn):  # moe_backend_kwargs["type"] = ...
                 if isinstance(node, ast.Assign):
                     for t in node.targets:
                         if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name) and t.value.id == expr.id \
-                                and isinstance(t.slice, ast.Constant):
-                            edits[t.slice.value] = node.value
-            return self._apply(kw, edits)
+                                and _key(t.slice):
+                            edits[_key(t.slice) or ""] = node.value
+            return self._apply(self._apply(found, overrides.get(alias, {})), edits)
         if isinstance(expr, ast.Dict):  # **{**cache_kwargs["x"], "default": None}
-            kw: dict[str, Any] = {}
-            edits = {}
+            merged: dict[str, Any] = {}
+            display: dict[str, Any] = {}
             for key, value in zip(expr.keys, expr.values):
                 if key is None:
                     inner = self._star_kwargs(value, path, kwvars, overrides, fn)
                     if inner is None:
                         return None
-                    kw.update(inner)
-                elif isinstance(key, ast.Constant):
-                    edits[key.value] = value
-            return self._apply(kw, edits)
+                    merged.update(inner)
+                elif _key(key):
+                    display[_key(key) or ""] = value
+            return self._apply(merged, display)
         return None
 
-    def _loop_fields(self, call: ast.Call, expr: ast.Name, path: str, kwvars: dict[str, str], overrides: dict,
+    def _loop_fields(self, call: ast.Call, expr: ast.Name, path: str, kwvars: dict[str, str], overrides: Overrides,
                      fn: ast.FunctionDef) -> None:
         """for key, value in frontend_kwargs.items(): add_argument(f"--{key.replace('_', '-')}", **value)"""
         loop = next((n for n in ast.walk(fn) if isinstance(n, ast.For) and isinstance(n.target, ast.Tuple)
@@ -681,10 +700,9 @@ class Walker:
         if arg is None and not any(isinstance(m, ast.Constant) and isinstance(m.value, str) for m in meta):
             return None
         kw = {k.arg: k.value for k in (arg.keywords if arg else []) if k.arg}
-        if isinstance(kw.get("no_cli"), ast.Constant) and kw["no_cli"].value:
+        if _const(kw.get("no_cli")):
             return None
-        cli_name = kw["cli_name"].value if isinstance(kw.get("cli_name"), ast.Constant) else \
-            "--" + name.replace("_", "-")
+        cli_name = _key(kw.get("cli_name")) or "--" + name.replace("_", "-")
         names = [cli_name] + (_const_list(kw.get("aliases"), self.src, path) or [])
         if kw.get("action") is not None:
             return flag_from_kwargs(names, {"action": kw["action"], "nargs": kw.get("nargs")}, self.src, path)
@@ -695,15 +713,13 @@ class Walker:
         parser = kw.get("type_parser")
         if len(atoms) == 1 and kinds == {"literal"}:
             lit = next(iter(atoms))
-            base = {int: "int", float: "float"}.get(type(lit.values[0]), "str") if lit.values else "str"
             flag = Flag(names, type="any" if parser is not None or dynamic_choices else "choice",
                         choices=None if parser is not None or dynamic_choices else (choices or list(lit.values)))
-            flag.type = flag.type if flag.type == "any" else "choice"
-            return flag if base else flag
+            return flag
         if len(atoms) == 1 and kinds == {"list"} and parser is None:
             elem = {e.kind for e in next(iter(atoms)).elem}
             t = elem.pop() if len(elem) == 1 and elem <= {"int", "float", "str"} else "str"
-            nargs = kw["nargs"].value if isinstance(kw.get("nargs"), ast.Constant) else "+"
+            nargs = _const(kw.get("nargs")) or "+"
             return Flag(names, type="choice" if choices else ("any" if dynamic_choices else t), choices=choices,
                         nargs=nargs)
         if len(atoms) == 1 and kinds == {"bool"}:
@@ -712,7 +728,7 @@ class Walker:
             t = "json" if _name(parser) in ("loads", "json_loads") else "any"
         else:
             t = next(iter(kinds)) if len(atoms) == 1 and kinds <= {"int", "float", "str"} else "str"
-        nargs = kw["nargs"].value if isinstance(kw.get("nargs"), ast.Constant) else None
+        nargs = _const(kw.get("nargs"))
         if choices and parser is None:  # a type_parser (e.g. str.lower) runs before argparse checks the choices
             return Flag(names, type="choice", choices=choices, nargs=nargs)
         # no optional: SGLang passes Optional[int] to argparse as type=int, so the word "None" is refused
@@ -786,7 +802,7 @@ def extract_sglang(src: Sources, version: str) -> Release:
 # The data file
 # ----------------------------------------------------------------------------------------------------------------
 
-def version_key(v: str) -> tuple:
+def version_key(v: str) -> tuple[int | str, ...]:
     return tuple(int(p) if p.isdigit() else p for p in re.split(r"[.]", v.replace("post", "")))
 
 
@@ -831,7 +847,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--download", type=Path, required=True, help="folder for the wheels (reused when present)")
     ap.add_argument("--vllm", nargs="*", default=[])
     ap.add_argument("--sglang", nargs="*", default=[])
-    ap.add_argument("--out", type=Path, default=Path(__file__).resolve().parents[1] / "generator/data/engine_flags.json")
+    ap.add_argument("--out", type=Path,
+                    default=Path(__file__).resolve().parents[1] / "generator" / "data" / "engine_flags.json")
     args = ap.parse_args(argv)
     releases = []
     for engine, versions, extract in (("vllm", args.vllm, extract_vllm), ("sglang", args.sglang, extract_sglang)):
