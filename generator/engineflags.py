@@ -56,8 +56,17 @@ class Lookup:
     """What the engine makes of a flag word: `spec` when it is a flag of the release, else why not."""
 
     spec: FlagSpec | None
-    problem: str | None = None  # a sentence, for the unknown-flag warning
+    message: str | None = None
     abbreviation: bool = False
+    unknown: tuple[Release, str] | None = None  # (release, name) of a flag it lacks: the message is made on demand
+
+    @property
+    def problem(self) -> str | None:
+        """A sentence for the unknown-flag warning. Made only when asked: the did-you-mean is the costly part."""
+        if self.unknown is None:
+            return self.message
+        release, name = self.unknown
+        return _elsewhere(release, name) or _did_you_mean(release.engine, release.version, name)
 
 
 @cache
@@ -182,11 +191,12 @@ def lookup(release: Release, word: str) -> Lookup:
         if len(longer) > 1:
             shown = ", ".join(f"'{n}'" for n in longer[:4]) + (" ..." if len(longer) > 4 else "")
             return Lookup(None, f"the engine refuses it as an ambiguous abbreviation of {shown}")
-    return Lookup(None, _elsewhere(release, name) or _did_you_mean(table, name))
+    return Lookup(None, unknown=(release, name))
 
 
-def _did_you_mean(table: dict[str, FlagSpec], name: str) -> str:
-    close = difflib.get_close_matches(name, list(table), n=1, cutoff=0.75)
+@cache
+def _did_you_mean(engine: str, version: str, name: str) -> str:
+    close = difflib.get_close_matches(name, list(_release_table(engine, version)[0]), n=1, cutoff=0.75)
     return f"did you mean '{close[0]}'?" if close else "see the engine's --help"
 
 
