@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import subprocess
 import sys
 from pathlib import Path
 from textwrap import dedent
@@ -461,3 +462,10 @@ def test_value_problem(spec, values, problem):
 
 def test_choices_are_not_judged_when_the_release_is_a_guess():
     assert value_problem(FlagSpec("--c", "choice", ("auto",)), ["custom"], sure_of_choices=False) is None
+
+
+def test_only_linting_loads_the_flag_data():
+    """generator.lint imports engineflags (and reads the JSON) inside the two rules, not at import time."""
+    code = "import sys, generator.cli, generator.lint; print('generator.engineflags' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert out.stdout.strip() == "False"

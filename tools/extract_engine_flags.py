@@ -712,10 +712,9 @@ class Walker:
         dynamic_choices = kw.get("choices") is not None and choices is None
         parser = kw.get("type_parser")
         if len(atoms) == 1 and kinds == {"literal"}:
-            lit = next(iter(atoms))
-            flag = Flag(names, type="any" if parser is not None or dynamic_choices else "choice",
-                        choices=None if parser is not None or dynamic_choices else (choices or list(lit.values)))
-            return flag
+            if parser is not None or dynamic_choices:
+                return Flag(names, type="any")
+            return Flag(names, type="choice", choices=choices or list(next(iter(atoms)).values))
         if len(atoms) == 1 and kinds == {"list"} and parser is None:
             elem = {e.kind for e in next(iter(atoms)).elem}
             t = elem.pop() if len(elem) == 1 and elem <= {"int", "float", "str"} else "str"
