@@ -319,6 +319,56 @@ def _shell_literal(recipe, cluster):
                                        "as written, or write the value it stands for")
 
 
+# The entrypoints whose flags are the engine's server flags; any other entrypoint (a wrapper script) is not checked.
+ENGINE_SERVERS = {"vllm": ("vllm serve", "vllm.entrypoints.openai.api_server"),
+                  "sglang": ("sglang.launch_server", "sglang serve")}
+
+
+def _engine_flag_groups(recipe):
+    """(release, [(group, lookup)]) for the recipe's non-owned flags, or (None, []) when there is nothing to check.
+
+    engineflags (and its data file) is imported here, on first use: only a run that lints pays for it.
+    """
+    from generator import engineflags
+
+    command = " ".join(recipe.entrypoint)
+    if not any(server in command for server in ENGINE_SERVERS.get(recipe.engine, ())):
+        return None, []
+    release = engineflags.release_for_image(recipe.engine, recipe.docker_image)
+    if release is None:
+        return None, []
+    owned = OWNED_FLAGS[recipe.engine]
+    return release, [(g, engineflags.lookup(release, g.args[0].word)) for g in _flags(recipe) if g.flag not in owned]
+
+
+@rule("unknown-flag", WARNING, "a flag the engine release the image runs does not accept (did-you-mean)")
+def _unknown_flag(recipe, cluster):
+    from generator import engineflags
+
+    release, checked = _engine_flag_groups(recipe)
+    for group, found in checked:
+        if found.spec is not None and not found.abbreviation:
+            continue
+        name = group.args[0].word.split("=", 1)[0]
+        if not release.exact and engineflags.known_in_some_release(recipe.engine, name):
+            continue  # the image's release is a guess and some release has the flag: not sure enough to warn
+        assumed = "" if release.exact else f" ({release.why})"
+        yield (group.args[0].origin, "args", f"'{name}' is not a {release} flag; {found.problem}{assumed}")
+
+
+@rule("flag-value", ERROR, "a flag value the engine cannot parse (a number, a choice, a switch given a value)")
+def _flag_value(recipe, cluster):
+    from generator import engineflags
+
+    release, checked = _engine_flag_groups(recipe)
+    for group, found in checked:
+        if found.spec is None or (not release.exact and not engineflags.same_type_everywhere(release, found.spec)):
+            continue
+        problem = engineflags.value_problem(found.spec, group.values, sure_of_choices=release.exact)
+        if problem:
+            yield group.args[0].origin, "args", f"'{group.flag}' {problem} ({release})"
+
+
 def lint_cluster(doc: TomlDocument) -> list[Diagnostic]:
     """Rules over a cluster file alone: secrets."""
     found = []

@@ -95,6 +95,9 @@ CASES = [
     Bad("remove-unused", WARNING, 3, "remove_args", ("'--enforce-eagre'", "not set by any parent"), col=16),
     Bad("shell-literal", WARNING, 11, "args", ("'$HOME/templates/qwen3.jinja'", "reaches the engine literally",
                                                 "recipegen runs no shell", "expanded $HOME"), col=24),
+    Bad("unknown-flag", WARNING, 11, "args", ("'--max-num-seq' is not a vllm 0.11.0 flag",
+                                              "did you mean '--max-num-seqs'?"), col=5),
+    Bad("flag-value", ERROR, 11, "args", ("'--max-num-seqs' takes an integer, not '6.5'", "vllm 0.11.0"), col=5),
 ]
 RULE_IDS = [r.id for r in RULES]
 
@@ -179,7 +182,7 @@ def test_good_differs_from_bad_in_few_lines(rule_id: str):
 # --- more spellings of the same mistakes (tmp recipes) ----------------------------------------------------------
 
 HEAD = '''engine = "{engine}"
-docker_image = "vllm/vllm-openai:v0.11.0"
+docker_image = "{image}"
 model = "Qwen/Qwen3-32B"
 required_nodes = 2
 tensor_parallel_size = 2
@@ -188,10 +191,12 @@ args = [
 '''
 
 
-def tmp_recipe(tmp_path: Path, args: str, engine: str = "vllm", env: str = "") -> Path:
+def tmp_recipe(tmp_path: Path, args: str, engine: str = "vllm", env: str = "",
+               image: str = "vllm/vllm-openai:v0.11.0") -> Path:
     path = tmp_path / "case" / "recipe.toml"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(HEAD.format(engine=engine, args=args) + (f"\n[env]\n{env}" if env else ""), "utf-8")
+    path.write_text(HEAD.format(engine=engine, args=args, image=image) + (f"\n[env]\n{env}" if env else ""),
+                    "utf-8")
     return path
 
 
@@ -251,7 +256,8 @@ def test_json_with_a_leading_newline_is_valid(tmp_path):
 def test_dotted_flags_with_different_subkeys_are_not_duplicates(tmp_path):
     args = ('    "--default-chat-template-kwargs.thinking=true",\n'
             '    "--default-chat-template-kwargs.reasoning_effort=high",\n')
-    result = validate(tmp_recipe(tmp_path, args), "--strict")
+    # --default-chat-template-kwargs is newer than vLLM 0.11.0 (unknown-flag says so): a release that has it
+    result = validate(tmp_recipe(tmp_path, args, image="vllm/vllm-openai:v0.34.0"), "--strict")
     assert result.exit_code == 0 and findings(result) == [], result.stderr
 
 
@@ -430,7 +436,7 @@ def test_secret_values_are_refused_anywhere(tmp_path, value, where):
     if where == "env":
         path = tmp_recipe(tmp_path, '    "--max-model-len", "4096",\n', env=f"SOURCE = {quoted}\n")
     elif where == "args":
-        path = tmp_recipe(tmp_path, f'    "--x", {json.dumps(shlex.quote(value))},\n')
+        path = tmp_recipe(tmp_path, f'    "--served-model-name", {json.dumps(shlex.quote(value))},\n')
     else:
         path = tmp_recipe(tmp_path, '    "--max-model-len", "4096",\n')
         path.write_text(path.read_text("utf-8").replace(
@@ -475,3 +481,79 @@ def test_quoted_json_typo_has_no_quoting_hint(tmp_path, args):
     result = validate(tmp_recipe(tmp_path, args))
     (f,) = findings(result)
     assert f.rule == "bad-json" and QUOTING_HINT not in f.message, f.message
+
+
+# --- unknown-flag and flag-value: the engine release the image runs -------------------------------------------
+
+
+@pytest.mark.parametrize("args, engine, image, names", [
+    ('    "--gpu-memory-utilisation", "0.8",\n', "vllm", "vllm/vllm-openai:v0.11.0",
+     ("'--gpu-memory-utilisation' is not a vllm 0.11.0 flag", "did you mean '--gpu-memory-utilization'?")),
+    ('    "--max-cudagraph-capture-size", "32",\n', "vllm", "vllm/vllm-openai:v0.11.0",
+     ("not a vllm 0.11.0 flag", "it is in 0.31.0 and later")),
+    ('    "--max", "8",\n', "vllm", "vllm/vllm-openai:v0.34.0", ("ambiguous abbreviation", "'--max-")),
+    ('    "--mem_fraction_static", "0.8",\n', "sglang", "lmsysorg/sglang:v0.5.3-cu129",
+     ("not a sglang 0.5.3 flag", "did you mean '--mem-fraction-static'?")),
+    ('    "--mem_fraction_static", "0.8",\n', "sglang", "lmsysorg/sglang:spark",  # no SGLang release takes _
+     ("not a sglang 0.5.23 flag", "does not accept '_'", "lmsysorg/sglang:spark names no sglang release")),
+    ('    "--enable-prefix-cachin",\n', "vllm", "eugr/spark-vllm-b12x:sm121",  # a custom image: says what it assumed
+     ("not a vllm 0.34.0 flag", "did you mean '--enable-prefix-caching'?", "the newest with flag data assumed")),
+])
+def test_unknown_flag(tmp_path, args, engine, image, names):
+    result = validate(tmp_recipe(tmp_path, args, engine=engine, image=image))
+    (f,) = findings(result)
+    assert (f.rule, f.severity, f.line, f.key) == ("unknown-flag", WARNING, 7, "args")
+    for name in names:
+        assert name in f.message, f.message
+
+
+@pytest.mark.parametrize("args, engine, image", [
+    ('    "--max_num_seqs=8",\n', "vllm", "vllm/vllm-openai:v0.11.0"),  # vLLM takes _ for -
+    ('    "-O3",\n', "vllm", "vllm/vllm-openai:v0.11.0"),
+    ('    "--compilation-config.cudagraph_mode", "FULL",\n', "vllm", "vllm/vllm-openai:v0.34.0"),  # dotted JSON key
+    ('    "--no-enable-prefix-caching",\n', "vllm", "nvcr.io/nvidia/vllm:25.10-py3"),
+    ('    "--disable-prefix-caching",\n', "vllm", "vllm/vllm-openai:v0.34.0"),  # EnableDisableAction, 0.33+
+    # a guessed release (custom image) does not warn on a flag some release has: it may be that one
+    ('    "--max-num-seqs", "8",\n    "--disable-log-requests",\n', "vllm", "eugr/spark-vllm-b12x:sm121"),
+    ('    "--mem-fraction-static", "0.8",\n    "--tool-call-parser", "glm45",\n', "sglang", "lmsysorg/sglang:spark"),
+])
+def test_accepted_flags_have_no_finding(tmp_path, args, engine, image):
+    result = validate(tmp_recipe(tmp_path, args, engine=engine, image=image), "--strict")
+    assert result.exit_code == 0 and findings(result) == [], result.stderr
+
+
+def test_a_wrapper_entrypoint_is_not_checked(tmp_path):
+    path = tmp_recipe(tmp_path, '    "--whatever-my-script-takes", "x",\n')
+    path.write_text(path.read_text() + 'entrypoint = ["/opt/start.sh"]\n')
+    result = validate(path, "--strict")
+    assert result.exit_code == 0 and findings(result) == [], result.stderr
+
+
+@pytest.mark.parametrize("args, engine, image, names", [
+    ('    "--gpu-memory-utilization", "abc",\n', "vllm", "vllm/vllm-openai:v0.11.0",
+     ("'--gpu-memory-utilization' takes a number, not 'abc'", "vllm 0.11.0")),
+    ('    "--enforce-eager", "true",\n', "vllm", "vllm/vllm-openai:v0.11.0", ("is a switch and takes no value",)),
+    ('    "--enforce-eager=true",\n', "vllm", "vllm/vllm-openai:v0.34.0", ("takes no value", "'true'")),
+    ('    "--kv-cache-dtype", "fp9",\n', "vllm", "vllm/vllm-openai:v0.11.0",
+     ("'fp9' is not one of", "did you mean 'fp8'?")),
+    ('    "--trust-remote-code", "yes",\n', "sglang", "lmsysorg/sglang:v0.5.3", ("takes no value", "sglang 0.5.3")),
+    ('    "--max-num-seqs", "6.5",\n', "vllm", "eugr/spark-vllm-b12x:sm121", ("takes an integer",)),
+])
+def test_flag_value(tmp_path, args, engine, image, names):
+    result = validate(tmp_recipe(tmp_path, args, engine=engine, image=image))
+    (f,) = findings(result)
+    assert (f.rule, f.severity, f.line, f.key) == ("flag-value", ERROR, 7, "args")
+    for name in names:
+        assert name in f.message, f.message
+    assert result.exit_code == 1
+
+
+@pytest.mark.parametrize("args, image", [
+    ('    "--kv-cache-dtype", "fp8_e4m3",\n', "vllm/vllm-openai:v0.11.0"),
+    ('    "--speculative-config", "None",\n', "vllm/vllm-openai:v0.11.0"),  # optional_type: "None" parses
+    # choices of a guessed release are not judged: a custom image may add backends
+    ('    "--dtype", "float8_custom",\n', "eugr/spark-vllm-b12x:sm121"),
+])
+def test_valid_values_have_no_finding(tmp_path, args, image):
+    result = validate(tmp_recipe(tmp_path, args, image=image), "--strict")
+    assert result.exit_code == 0 and findings(result) == [], result.stderr

@@ -315,9 +315,9 @@ def validate(tmp_path: Path, value: str):
 @pytest.mark.parametrize("value, says", [
     ("--chat-template $TEMPLATE", "expanded $TEMPLATE"),
     ('--served-model-name "$(hostname)"', "replaced $(...)"),
-    ("--x a;b", "ended the command at ';'"),
+    ("--served-model-name a;b", "ended the command at ';'"),
     ("--download-dir ~/models", "home directory"),
-    ("--x 1 # the rest", "as a comment"),
+    ("--served-model-name 1 # the rest", "as a comment"),
 ])
 def test_shell_literal_warns_at_the_element(tmp_path, value, says):
     result = validate(tmp_path, value)
@@ -327,7 +327,9 @@ def test_shell_literal_warns_at_the_element(tmp_path, value, says):
     assert "reaches the engine literally (recipegen runs no shell)" in line and says in line
 
 
-@pytest.mark.parametrize("value", ["--x '$HOME'", '--x "a\\$b"', "--x a#b", "--x '~/m'", "--x \"a;b\""])
+@pytest.mark.parametrize("value", ["--served-model-name '$HOME'", '--served-model-name "a\\$b"',
+                                   "--served-model-name a#b", "--served-model-name '~/m'",
+                                   "--served-model-name \"a;b\""])
 def test_shell_literal_quiet_on_quoted(tmp_path, value):
     result = validate(tmp_path, value)
     assert result.exit_code == 0, result.stderr
