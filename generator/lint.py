@@ -408,3 +408,25 @@ def lint_cluster(doc: TomlDocument) -> list[Diagnostic]:
                                                             "nodes' addresses; this value is not used",
                                             at_value=False, rule="owned-env", severity=WARNING))
     return found
+
+
+@rule("engine-release", WARNING, "the image's engine release lacks a flag the compiler writes (rank wiring)")
+def _engine_release(recipe, cluster):
+    """The compiler's own words must be ones the engine accepts: vLLM's multi-node `mp` wiring (--nnodes,
+    --node-rank, --master-addr, --master-port) exists only in newer releases."""
+    from generator import engineflags
+
+    if recipe.engine != "vllm" or recipe.distributed_backend != "mp" or recipe.required_nodes < 2:
+        return
+    release = engineflags.release_for_image(recipe.engine, recipe.docker_image)
+    if release is None or not release.exact:
+        return
+    wiring = ("--nnodes", "--node-rank", "--master-addr", "--master-port")
+    missing = [flag for flag in wiring if engineflags.lookup(release, flag).spec is None]
+    if missing:
+        having = engineflags.releases_with(recipe.engine, missing[0])
+        since = f" (it is in {having[0]} and later)" if having else ""
+        yield (recipe.origins.get("docker_image", recipe.document.origin("recipe", ())), "docker_image",
+               f"{release} has no {', '.join(missing)}{since}: the multi-node wiring recipegen writes for "
+               "distributed_backend = 'mp' would be refused at boot; use a newer image, or distributed_backend = "
+               "'ray'")

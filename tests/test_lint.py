@@ -95,9 +95,11 @@ CASES = [
     Bad("remove-unused", WARNING, 3, "remove_args", ("'--enforce-eagre'", "not set by any parent"), col=16),
     Bad("shell-literal", WARNING, 11, "args", ("'$HOME/templates/qwen3.jinja'", "reaches the engine literally",
                                                 "recipegen runs no shell", "expanded $HOME"), col=24),
-    Bad("unknown-flag", WARNING, 11, "args", ("'--max-num-seq' is not a vllm 0.11.0 flag",
+    Bad("unknown-flag", WARNING, 11, "args", ("'--max-num-seq' is not a vllm 0.34.0 flag",
                                               "did you mean '--max-num-seqs'?"), col=5),
-    Bad("flag-value", ERROR, 11, "args", ("'--max-num-seqs' takes an integer, not '6.5'", "vllm 0.11.0"), col=5),
+    Bad("flag-value", ERROR, 11, "args", ("'--max-num-seqs' takes an integer, not '6.5'", "vllm 0.34.0"), col=5),
+    Bad("engine-release", WARNING, 3, "docker_image", ("vllm 0.11.0 has no --nnodes", "it is in 0.31.0 and later",
+                                                       "distributed_backend = 'ray'"), col=1),
 ]
 RULE_IDS = [r.id for r in RULES]
 
@@ -184,18 +186,21 @@ def test_good_differs_from_bad_in_few_lines(rule_id: str):
 HEAD = '''engine = "{engine}"
 docker_image = "{image}"
 model = "Qwen/Qwen3-32B"
-required_nodes = 2
-tensor_parallel_size = 2
+required_nodes = {nodes}
+tensor_parallel_size = {nodes}
 args = [
 {args}]
 '''
 
 
 def tmp_recipe(tmp_path: Path, args: str, engine: str = "vllm", env: str = "",
-               image: str = "vllm/vllm-openai:v0.11.0") -> Path:
+               image: str = "vllm/vllm-openai:v0.34.0", nodes: int = 2) -> Path:
+    """A recipe with these args. The flag-data tests use one node on old vLLM images: two-node `mp` there gets
+    the engine-release warning (no --nnodes before 0.31), which is not what they test."""
     path = tmp_path / "case" / "recipe.toml"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(HEAD.format(engine=engine, args=args, image=image) + (f"\n[env]\n{env}" if env else ""),
+    path.write_text(HEAD.format(engine=engine, args=args, image=image, nodes=nodes)
+                    + (f"\n[env]\n{env}" if env else ""),
                     "utf-8")
     return path
 
@@ -500,7 +505,7 @@ def test_quoted_json_typo_has_no_quoting_hint(tmp_path, args):
      ("not a vllm 0.34.0 flag", "did you mean '--enable-prefix-caching'?", "the newest with flag data assumed")),
 ])
 def test_unknown_flag(tmp_path, args, engine, image, names):
-    result = validate(tmp_recipe(tmp_path, args, engine=engine, image=image))
+    result = validate(tmp_recipe(tmp_path, args, engine=engine, image=image, nodes=1))
     (f,) = findings(result)
     assert (f.rule, f.severity, f.line, f.key) == ("unknown-flag", WARNING, 7, "args")
     for name in names:
@@ -518,7 +523,7 @@ def test_unknown_flag(tmp_path, args, engine, image, names):
     ('    "--mem-fraction-static", "0.8",\n    "--tool-call-parser", "glm45",\n', "sglang", "lmsysorg/sglang:spark"),
 ])
 def test_accepted_flags_have_no_finding(tmp_path, args, engine, image):
-    result = validate(tmp_recipe(tmp_path, args, engine=engine, image=image), "--strict")
+    result = validate(tmp_recipe(tmp_path, args, engine=engine, image=image, nodes=1), "--strict")
     assert result.exit_code == 0 and findings(result) == [], result.stderr
 
 
@@ -540,7 +545,7 @@ def test_a_wrapper_entrypoint_is_not_checked(tmp_path):
     ('    "--max-num-seqs", "6.5",\n', "vllm", "eugr/spark-vllm-b12x:sm121", ("takes an integer",)),
 ])
 def test_flag_value(tmp_path, args, engine, image, names):
-    result = validate(tmp_recipe(tmp_path, args, engine=engine, image=image))
+    result = validate(tmp_recipe(tmp_path, args, engine=engine, image=image, nodes=1))
     (f,) = findings(result)
     assert (f.rule, f.severity, f.line, f.key) == ("flag-value", ERROR, 7, "args")
     for name in names:
@@ -555,5 +560,5 @@ def test_flag_value(tmp_path, args, engine, image, names):
     ('    "--dtype", "float8_custom",\n', "eugr/spark-vllm-b12x:sm121"),
 ])
 def test_valid_values_have_no_finding(tmp_path, args, image):
-    result = validate(tmp_recipe(tmp_path, args, image=image), "--strict")
+    result = validate(tmp_recipe(tmp_path, args, image=image, nodes=1), "--strict")
     assert result.exit_code == 0 and findings(result) == [], result.stderr

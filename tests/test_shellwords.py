@@ -292,7 +292,7 @@ def test_unterminated_quote_points_at_its_element(tmp_path, items, bad, kind, sh
 # --- the shell-literal rule through the CLI ---------------------------------------------------------------------
 
 RECIPE = '''engine = "vllm"
-docker_image = "vllm/vllm-openai:v0.11.0"
+docker_image = "vllm/vllm-openai:v0.34.0"
 model = "Qwen/Qwen3-32B"
 required_nodes = 2
 tensor_parallel_size = 2
