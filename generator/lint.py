@@ -9,13 +9,17 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from typing import Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
-from generator.argwords import FlagGroup, group_flags, json_problem
+from generator.argwords import group_flags, json_problem
 from generator.diagnostics import Diagnostic, Severity
 from generator.engines import OWNED_ENV, OWNED_FLAGS, OWNED_RAY_FLAGS
-from generator.model import HF_CACHE_IN_CONTAINER, Cluster, Mount, NodeChoiceError, Origin, Recipe, container_target
-from generator.tomldoc import TomlDocument, format_key
+from generator.model import (HF_CACHE_IN_CONTAINER, Cluster, FlagGroup, Mount, NodeChoiceError, Origin, Recipe,
+                             container_target)
+from generator.tomldoc import KeyPath, TomlDocument, format_key
+
+if TYPE_CHECKING:  # engineflags loads its data on import: only a lint run that checks flags pays for it
+    from generator.engineflags import Lookup, Release
 
 ERROR, WARNING = Severity.ERROR, Severity.WARNING
 FABRIC_ENV = re.compile(r"^(NCCL_|UCX_|GLOO_|TP_SOCKET_|OMPI_MCA_btl_tcp_if|NVSHMEM_)")
@@ -45,20 +49,26 @@ SECRET_FIX = ("secrets must not be written in recipes or clusters (they would la
               "the shell that deploys and list its name in `pass_env`, so Compose passes it through at `up`")
 
 
+Findings = Iterator[tuple[Origin, str | None, str]]  # (where, key, message) of each problem a rule finds
+
+
 @dataclass(frozen=True)
 class Rule:
     id: str
     severity: Severity
     summary: str
-    check: Callable[[Recipe, Cluster | None], Iterator[tuple[Origin, str | None, str]]]
+    check: Callable[[Recipe, Cluster | None], Findings]
     needs_cluster: bool = False  # without a cluster it is skipped or checks defaults: `validate` says so
 
 
 RULES: list[Rule] = []
 
 
-def rule(rule_id: str, severity: Severity, summary: str, needs_cluster: bool = False):
-    def register(fn):
+Check = Callable[[Recipe, "Cluster | None"], Findings]
+
+
+def rule(rule_id: str, severity: Severity, summary: str, needs_cluster: bool = False) -> Callable[[Check], Check]:
+    def register(fn: Check) -> Check:
         RULES.append(Rule(rule_id, severity, summary, fn, needs_cluster))
         return fn
     return register
@@ -94,7 +104,7 @@ def _number(group: FlagGroup | None) -> float | None:
 
 
 @rule("owned-flag", ERROR, "a flag the compiler writes itself (parallel sizes, rank wiring, the model)")
-def _owned_flag(recipe, cluster):
+def _owned_flag(recipe: Recipe, cluster: Cluster | None) -> Findings:
     owned = OWNED_FLAGS[recipe.engine]
     for group in _flags(recipe):
         if group.flag in owned:
@@ -110,7 +120,7 @@ def _owned_flag(recipe, cluster):
 
 
 @rule("owned-env", ERROR, "an environment variable the compiler sets per rank")
-def _owned_env(recipe, cluster):
+def _owned_env(recipe: Recipe, cluster: Cluster | None) -> Findings:
     for name in OWNED_ENV:
         if name in recipe.env:
             yield recipe.env_origins[name], f"env.{name}", (f"'{name}' is set per rank by the compiler from the "
@@ -118,7 +128,7 @@ def _owned_env(recipe, cluster):
 
 
 @rule("bad-json", ERROR, "a JSON-valued flag whose value does not parse")
-def _bad_json(recipe, cluster):
+def _bad_json(recipe: Recipe, cluster: Cluster | None) -> Findings:
     for group in _flags(recipe):
         for value in group.values[:1]:
             problem = json_problem(value)
@@ -141,7 +151,7 @@ def _json_quoting_hint(group: FlagGroup) -> str:
 
 @rule("pass-env", ERROR, "a pass_env name that also has a value in the recipe or the cluster",
       needs_cluster=True)
-def _pass_env(recipe, cluster):
+def _pass_env(recipe: Recipe, cluster: Cluster | None) -> Findings:
     valued = set(recipe.env) | set(OWNED_ENV)
     if cluster is not None:
         valued |= set(cluster.env) | {k for n in cluster.nodes for k in n.env}
@@ -153,7 +163,7 @@ def _pass_env(recipe, cluster):
 
 
 @rule("mount-target", ERROR, "an extra mount on /, on a path the compiler mounts, or twice on one folder")
-def _mount_target(recipe, cluster):
+def _mount_target(recipe: Recipe, cluster: Cluster | None) -> Findings:
     reserved = {HF_CACHE_IN_CONTAINER: "the Hugging Face cache (set hf_cache in the cluster)",
                 "/dev/shm": "shared memory (set shm_size)"}
     seen: dict[str, Mount] = {}
@@ -173,14 +183,14 @@ def _mount_target(recipe, cluster):
 
 
 @rule("remove-unused", WARNING, "remove_args / remove_env naming what no parent sets")
-def _remove_unused(recipe, cluster):
+def _remove_unused(recipe: Recipe, cluster: Cluster | None) -> Findings:
     for origin, key, name in recipe.unused_removals:
         yield origin, key, f"'{name}' is not set by any parent recipe: nothing to remove (a typo?)"
 
 
 @rule("duplicate-flag", WARNING, "the same flag given twice (the engine silently keeps one)")
-def _duplicate_flag(recipe, cluster):
-    seen: dict[str, FlagGroup] = {}
+def _duplicate_flag(recipe: Recipe, cluster: Cluster | None) -> Findings:
+    seen: dict[str | None, FlagGroup] = {}
     for group in _flags(recipe):
         if group.flag in seen:
             first = seen[group.flag].args[0].origin
@@ -195,7 +205,7 @@ DATA_PARALLEL_FLAGS = {"vllm": ("--data-parallel-size", "-dp"), "sglang": ("--dp
 
 @rule("parallel-size", ERROR, "tensor x pipeline (x data) parallel size must equal the GPUs of the nodes used",
       needs_cluster=True)
-def _parallel_size(recipe, cluster):
+def _parallel_size(recipe: Recipe, cluster: Cluster | None) -> Findings:
     gpus_per_node = cluster.gpus_per_node if cluster else 1
     world = recipe.tensor_parallel_size * recipe.pipeline_parallel_size
     dp_group = next((g for g in reversed(_flags(recipe)) if g.flag in DATA_PARALLEL_FLAGS[recipe.engine]), None)
@@ -217,7 +227,7 @@ def _parallel_size(recipe, cluster):
 
 @rule("too-many-nodes", ERROR, "the recipe needs more nodes than the cluster has, or names nodes it lacks",
       needs_cluster=True)
-def _too_many_nodes(recipe, cluster):
+def _too_many_nodes(recipe: Recipe, cluster: Cluster | None) -> Findings:
     if cluster is None:
         return
     try:
@@ -227,13 +237,13 @@ def _too_many_nodes(recipe, cluster):
 
 
 @rule("sglang-backend", ERROR, "SGLang wires its ranks itself; the ray backend is vLLM's")
-def _sglang_backend(recipe, cluster):
+def _sglang_backend(recipe: Recipe, cluster: Cluster | None) -> Findings:
     if recipe.engine == "sglang" and recipe.distributed_backend == "ray":
         yield recipe.origins["distributed_backend"], "distributed_backend", "SGLang supports the 'mp' backend only"
 
 
 @rule("cudagraph-capture", WARNING, "with speculative decoding, cudagraph capture size should be max_num_seqs x (k+1)")
-def _cudagraph_capture(recipe, cluster):
+def _cudagraph_capture(recipe: Recipe, cluster: Cluster | None) -> Findings:
     spec = _last(recipe, "--speculative-config")
     capture = _last(recipe, "--max-cudagraph-capture-size")
     seqs = _last(recipe, "--max-num-seqs")
@@ -244,7 +254,8 @@ def _cudagraph_capture(recipe, cluster):
     except (ValueError, AttributeError, TypeError):
         return
     want = int(_number(seqs) or 0) * (k + 1)
-    if k and _number(capture) is not None and int(_number(capture)) != want:
+    captured = _number(capture)
+    if k and captured is not None and int(captured) != want:
         yield (capture.args[0].origin, "args",
                f"--max-cudagraph-capture-size {capture.values[0]} should be --max-num-seqs x (k+1) = "
                f"{seqs.values[0]} x {k + 1} = {want} with num_speculative_tokens = {k}")
@@ -257,10 +268,10 @@ def _memory_fraction(recipe: Recipe) -> tuple[FlagGroup | None, float | None]:
 
 @rule("gpu-memory", WARNING, "--gpu-memory-utilization above the cluster's ceiling (unified memory)",
       needs_cluster=True)
-def _gpu_memory(recipe, cluster):
+def _gpu_memory(recipe: Recipe, cluster: Cluster | None) -> Findings:
     group, value = _memory_fraction(recipe)
     ceiling = cluster.gpu_memory_ceiling if cluster else 0.9
-    if value is not None and ceiling < value <= 1:
+    if group is not None and value is not None and ceiling < value <= 1:
         yield (group.args[0].origin, "args",
                f"{group.flag} {value} is above the cluster's gpu_memory_ceiling {ceiling}: GB10 memory is unified, "
                "so the OS, the page cache and the weights' staging share what this leaves; under load the node can "
@@ -268,9 +279,9 @@ def _gpu_memory(recipe, cluster):
 
 
 @rule("gpu-memory-range", ERROR, "--gpu-memory-utilization / --mem-fraction-static outside (0, 1]")
-def _gpu_memory_range(recipe, cluster):
+def _gpu_memory_range(recipe: Recipe, cluster: Cluster | None) -> Findings:
     group, value = _memory_fraction(recipe)
-    if value is not None and not 0 < value <= 1:
+    if group is not None and value is not None and not 0 < value <= 1:
         yield (group.args[0].origin, "args",
                f"{group.flag} {group.values[0]} is a fraction of the GPU's memory: the engine refuses values "
                "outside (0, 1] at start-up")
@@ -278,7 +289,7 @@ def _gpu_memory_range(recipe, cluster):
 
 @rule("fabric-env", WARNING, "a recipe env var overriding the cluster's fabric variables",
       needs_cluster=True)
-def _fabric_env(recipe, cluster):
+def _fabric_env(recipe: Recipe, cluster: Cluster | None) -> Findings:
     if cluster is None:
         return
     fabric = set(cluster.env) | {k for n in cluster.nodes for k in n.env}
@@ -291,7 +302,7 @@ def _fabric_env(recipe, cluster):
 
 
 @rule("secret", ERROR, "a value that looks like a secret in a recipe")
-def _secret(recipe, cluster):
+def _secret(recipe: Recipe, cluster: Cluster | None) -> Findings:
     for name, value in recipe.env.items():
         if value and (SECRET_VALUE.search(value) or secret_name(name)):
             yield recipe.env_origins[name], f"env.{name}", f"looks like a secret: {SECRET_FIX}"
@@ -310,7 +321,7 @@ def _secret(recipe, cluster):
 
 @rule("shell-literal", WARNING, "a word sh would have expanded or cut ($, backticks, ; | & < > ( ), a leading # or ~, "
                                 "a glob): recipegen runs no shell, the engine gets it as written")
-def _shell_literal(recipe, cluster):
+def _shell_literal(recipe: Recipe, cluster: Cluster | None) -> Findings:
     for arg in recipe.args:
         if arg.shell:
             shown = arg.word if len(arg.word) <= 60 else arg.word[:57] + "..."
@@ -324,7 +335,7 @@ ENGINE_SERVERS = {"vllm": ("vllm serve", "vllm.entrypoints.openai.api_server"),
                   "sglang": ("sglang.launch_server", "sglang serve")}
 
 
-def _engine_flag_groups(recipe):
+def _engine_flag_groups(recipe: Recipe) -> tuple[Release | None, list[tuple[FlagGroup, Lookup]]]:
     """(release, [(group, lookup)]) for the recipe's non-owned flags, or (None, []) when there is nothing to check.
 
     engineflags (and its data file) is imported here, on first use: only a run that lints pays for it.
@@ -342,10 +353,12 @@ def _engine_flag_groups(recipe):
 
 
 @rule("unknown-flag", WARNING, "a flag the engine release the image runs does not accept (did-you-mean)")
-def _unknown_flag(recipe, cluster):
+def _unknown_flag(recipe: Recipe, cluster: Cluster | None) -> Findings:
     from generator import engineflags
 
     release, checked = _engine_flag_groups(recipe)
+    if release is None:
+        return
     for group, found in checked:
         if found.spec is not None and not found.abbreviation:
             continue
@@ -357,10 +370,12 @@ def _unknown_flag(recipe, cluster):
 
 
 @rule("flag-value", ERROR, "a flag value the engine cannot parse (a number, a choice, a switch given a value)")
-def _flag_value(recipe, cluster):
+def _flag_value(recipe: Recipe, cluster: Cluster | None) -> Findings:
     from generator import engineflags
 
     release, checked = _engine_flag_groups(recipe)
+    if release is None:
+        return
     for group, found in checked:
         if found.spec is None or (not release.exact and not engineflags.same_type_everywhere(release, found.spec)):
             continue
@@ -373,7 +388,7 @@ def lint_cluster(doc: TomlDocument) -> list[Diagnostic]:
     """Rules over a cluster file alone: secrets."""
     found = []
 
-    def walk(value, path):
+    def walk(value: Any, path: KeyPath) -> None:
         if path and path[-1] == "pass_env":
             return  # names of variables passed through, not values
         if isinstance(value, dict):
@@ -411,7 +426,7 @@ def lint_cluster(doc: TomlDocument) -> list[Diagnostic]:
 
 
 @rule("engine-release", WARNING, "the image's engine release lacks a flag the compiler writes (rank wiring)")
-def _engine_release(recipe, cluster):
+def _engine_release(recipe: Recipe, cluster: Cluster | None) -> Findings:
     """The compiler's own words must be ones the engine accepts: vLLM's multi-node `mp` wiring (--nnodes,
     --node-rank, --master-addr, --master-port) exists only in newer releases."""
     from generator import engineflags
