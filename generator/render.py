@@ -12,7 +12,7 @@ import json
 import posixpath
 import re
 from functools import cache, lru_cache
-from typing import Callable
+from typing import Any, Callable
 
 import jinja2
 from markupsafe import Markup
@@ -130,7 +130,7 @@ def _join_words(words: tuple[str, ...]) -> Raw:
     return Raw(" ".join(shell_word(w) for w in words))
 
 
-def make_environment(finalize: Callable[[object], str], filters: dict[str, Callable],
+def make_environment(finalize: Callable[[object], str], filters: dict[str, Callable[..., Any]],
                      macros: bool = False) -> jinja2.Environment:
     """A Jinja environment over templates/: every `{{ value }}` goes through `finalize`, an undefined name is an
     error, block tags leave no blank lines.
@@ -164,7 +164,7 @@ def _shell_environment() -> jinja2.Environment:
                                          "oneline": lambda text: " ".join(str(text).split())})
 
 
-def _template_source(name: str):
+def _template_source(name: str) -> tuple[str, None, Callable[[], bool]]:
     text = read_data("templates", name)
     return text, None, lambda: True
 

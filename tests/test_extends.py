@@ -76,6 +76,19 @@ def test_split_double_quotes_and_escapes(tmp_path):
     assert words(args) == ["--chat-template", "a b", "--x", "c d", "e f"]
 
 
+def test_split_backslash_newline_continues_the_command(tmp_path):
+    """A serve command pasted with its line continuations: sh drops each backslash-newline (shlex alone would
+    make every newline a word), also inside double quotes; a JSON value in single quotes is untouched."""
+    args = split(tmp_path, "    '''\n  --port 8000 \\\n  --x \"a\\\nb\" \\\n  --cfg '{\"k\": 1}' \\\n  --y''',\n")
+    assert words(args) == ["--port", "8000", "--x", "ab", "--cfg", '{"k": 1}', "--y"]
+    assert {a.origin.line for a in args} == {2}
+
+
+def test_split_backslash_newline_inside_single_quotes_stays(tmp_path):
+    args = split(tmp_path, "    \"--x 'a\\\\\\nb'\",\n")
+    assert words(args) == ["--x", "a\\\nb"]
+
+
 def test_split_quote_spanning_elements_joins_words(tmp_path):
     """Elements are joined with spaces before splitting, as the launcher did."""
     args = split(tmp_path, """    "--served-model-name", "'my", "model'",\n""")

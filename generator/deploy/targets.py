@@ -93,7 +93,7 @@ def deployment(plan: RecipePlan, files: dict[str, str], out_dir: Path) -> Compil
 
 def deployment_from_out(recipe_id: str, cluster: Cluster, out_dir: Path) -> Deployment:
     """The nodes a compiled recipe was written for, read from out/<id>/<node>/compose.yaml (rank from its labels)."""
-    import yaml_rs
+    from generator.verify import read_yaml
 
     folder = out_dir / recipe_id
     files = sorted(folder.glob("*/compose.yaml")) if folder.is_dir() else []
@@ -108,10 +108,10 @@ def deployment_from_out(recipe_id: str, cluster: Cluster, out_dir: Path) -> Depl
             raise RecipegenError(Diagnostic(str(file), None, None, None, f"node '{name}' is not in cluster "
                                                                          f"'{cluster.name}' ({cluster.path})"))
         try:
-            compose: Any = yaml_rs.loads(file.read_text("utf-8"))
+            compose: Any = read_yaml(file.read_text("utf-8"))
             labels = compose["services"][ENGINE_SERVICE].get("labels", {})
             rank = int(labels.get(RANK_LABEL, 0))
-        except (ValueError, KeyError, TypeError, AttributeError, yaml_rs.YAMLDecodeError, OSError) as exc:
+        except (ValueError, KeyError, TypeError, AttributeError, OSError) as exc:
             raise RecipegenError(Diagnostic(str(file), None, None, None, f"not a compose file recipegen "
                                                                          f"wrote: {exc}")) from None
         ranked.append((rank, Target(known[name], file)))
