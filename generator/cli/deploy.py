@@ -86,18 +86,20 @@ def up(recipe: str, cluster_path: Path | None, out_dir: Path | None, swarm: bool
     from generator.deploy.progress import Progress
 
     dep = compiled(recipe, cluster_path, out_dir)
-    with Progress([t.name for t in dep.targets], dep.head.name) as progress:
-        result = actions.up(dep, choose(swarm, dep.cluster), timeout, keep, progress.update)
-    for f in result.findings:
+    backend = choose(swarm, dep.cluster)
+    found = actions.check(dep, backend)
+    for f in found:
         if f.severity in (Severity.NOTE, Severity.WARNING):
             click.echo(f"{f.node}: {said(f)}", err=True)
-    failed = errors(result.findings)
+    failed = errors(found)
     for f in failed:
         click.echo(f"{f.node or dep.project}: {'preflight: ' if f.node else ''}{said(f)}", err=True)
     if failed and any(f.node for f in failed):
         click.echo(f"preflight failed on {len({f.node for f in failed})} node(s); nothing was started", err=True)
     if failed:
         sys.exit(1)
+    with Progress([t.name for t in dep.targets], dep.head.name) as progress:
+        result = actions.launch(dep, backend, timeout, keep, progress.update, found)
     if result.ok:
         click.echo(f"{dep.project}: serving {dep.plan.served_model_name} at {result.url}")
         return

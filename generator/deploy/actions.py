@@ -55,17 +55,20 @@ class UpResult:
         return self.started and self.failure is None
 
 
-def up(dep: CompiledDeployment, backend: Backend, timeout: float, keep: bool,
-       on_change: Callable[[str, str], None],
-       node_checks: Callable[[CompiledDeployment], list[Finding]] = preflight) -> UpResult:
-    """Preflight every node (all at once), start every rank (at once), wait until the head serves. On failure:
-    every rank's last log lines, then everything stopped (unless keep)."""
+def check(dep: CompiledDeployment, backend: Backend,
+          node_checks: Callable[[CompiledDeployment], list[Finding]] = preflight) -> list[Finding]:
+    """Everything `up` checks before it starts anything: the backend can act from here, then every node at once
+    (and what only the backend knows, e.g. another stack's claim on a node). Any error: nothing may start."""
     found = backend.ready(dep, change=True)
     if errors(found):
-        return UpResult(dep.project, found)
-    found += node_checks(dep) + backend.preflight(dep)
-    if errors(found):
-        return UpResult(dep.project, found)
+        return found
+    return found + node_checks(dep) + backend.preflight(dep)
+
+
+def launch(dep: CompiledDeployment, backend: Backend, timeout: float, keep: bool,
+           on_change: Callable[[str, str], None], checked: list[Finding]) -> UpResult:
+    """Start every rank (at once) and wait until the head serves. On failure: every rank's last log lines, then
+    everything stopped (unless keep). `checked`: what `check` found, without an error."""
     try:
         refused = [o for o in backend.start(dep) if not o.ok]
         if refused:
@@ -76,10 +79,20 @@ def up(dep: CompiledDeployment, backend: Backend, timeout: float, keep: bool,
     except Exception as exc:  # noqa: BLE001 - a docker error mid-way: reported like the rest, then cleaned up
         failure = str(exc) or type(exc).__name__
     else:
-        return UpResult(dep.project, found, url=dep.url)
+        return UpResult(dep.project, checked, url=dep.url)
     logs = last_logs(dep)
-    return UpResult(dep.project, found, failure=failure, last_logs=logs,
+    return UpResult(dep.project, checked, failure=failure, last_logs=logs,
                     cleanup=None if keep else down(dep, backend))
+
+
+def up(dep: CompiledDeployment, backend: Backend, timeout: float, keep: bool,
+       on_change: Callable[[str, str], None],
+       node_checks: Callable[[CompiledDeployment], list[Finding]] = preflight) -> UpResult:
+    """`check`, then `launch` when nothing stands in the way."""
+    found = check(dep, backend, node_checks)
+    if errors(found):
+        return UpResult(dep.project, found)
+    return launch(dep, backend, timeout, keep, on_change, found)
 
 
 def down(dep: Deployment, backend: Backend) -> DownResult:
