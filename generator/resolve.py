@@ -12,7 +12,7 @@ from typing import Any
 from generator.argwords import flag_name, group_flags, merge_args, split_words
 from generator.diagnostics import Diagnostic, RecipegenError
 from generator.model import (CONTAINER_KEYS, DEFAULT, ENGINE_DEFAULT_ENTRYPOINT, RECIPE_ID, RECIPE_SCALARS, Arg,
-                             Cluster, ContainerOptions, Mount, Node, Origin, Recipe, Ulimits, container_target)
+                             Cluster, ContainerOptions, Mod, Mount, Node, Origin, Recipe, Ulimits, container_target)
 from generator.mods import load_mods
 from generator.schemas import schema, valid_part, validate_document
 from generator.tomldoc import TomlDocument, load_toml, parse_toml
@@ -33,7 +33,7 @@ def load_checked(path: Path, kind: str, collect: list[Diagnostic] | None = None)
     problems = validate_document(doc, kind)
     if problems:
         part = valid_part(doc.data, kind) if collect is not None else None
-        if part is None:
+        if part is None or collect is None:
             raise RecipegenError(problems)
         collect.extend(problems)
         doc = TomlDocument(doc.path, doc.text, part[0], doc.shown, dropped=frozenset(part[1]))
@@ -121,10 +121,10 @@ def load_recipe(path: str | Path, recipes_dir: Path | None = None,
                 else:  # in the parent's place, as explain and the compose file have always listed it
                     mounts[at] = mount
         if "args" in data or "remove_args" in data:
-            inherited = {g.flag for g in group_flags(args)}
+            flags_inherited = {g.flag for g in group_flags(args)}
             unused += [(doc.origin(layer, ("remove_args", i), value=True), "remove_args", flag)
                        for i, flag in enumerate(data.get("remove_args", []))
-                       if (flag_name(flag) or flag) not in inherited]
+                       if (flag_name(flag) or flag) not in flags_inherited]
             words = split_words(doc, data.get("args", []), layer)
             args = merge_args(args, words, set(data.get("remove_args", [])))
             origins["args"] = origin("args") if "args" in data else origins.get("args", DEFAULT)
@@ -144,7 +144,7 @@ def load_recipe(path: str | Path, recipes_dir: Path | None = None,
             origins[key] = DEFAULT
         return values.get(key, props[key].get("default"))
 
-    mods = ()
+    mods: tuple[Mod, ...] = ()
     if mods_from is not None:
         project_mods = (recipes_dir.parent if recipes_dir is not None else path.parent.parent) / "mods"
         mods = load_mods(mods_from[0], mods_from[1], mods_from[0].data["mods"], project_mods)

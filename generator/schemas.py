@@ -26,7 +26,8 @@ def schema_text(kind: str) -> str:
 
 @cache
 def schema(kind: str) -> dict[str, Any]:
-    return json.loads(schema_text(kind))
+    loaded: dict[str, Any] = json.loads(schema_text(kind))
+    return loaded
 
 
 # Formats the schemas name for what a pattern cannot say: the value must fit where Docker puts it (int64).
@@ -40,7 +41,7 @@ _FORMAT_WORDS = {"docker-size": "is larger than Docker can hold (int64 bytes)",
 
 
 @cache
-def _validator(kind: str):
+def _validator(kind: str) -> Any:
     import jsonschema  # imported here: only commands that validate pay for it
 
     # draft-07 counts 2.0 as an integer; TOML tells 2 from 2.0, and `--tensor-parallel-size "2.0"` or a float
@@ -55,7 +56,7 @@ def _validator(kind: str):
 
 
 @cache
-def _fast_validator(kind: str):
+def _fast_validator(kind: str) -> Any:
     import jsonschema_rs
 
     return jsonschema_rs.Draft7Validator(schema(kind), formats=FORMATS, validate_formats=True)
@@ -97,7 +98,7 @@ def valid_part(data: dict[str, Any], kind: str) -> tuple[dict[str, Any], set[str
     cannot stand (a required key is missing or wrong, or the whole document is)."""
     import copy
 
-    data, dropped = copy.deepcopy(data), set()
+    data, dropped = copy.deepcopy(data), set[str]()
     for _ in range(8):  # each pass removes at least one key; nested problems surface one level at a time
         errors = list(_validator(kind).iter_errors(data))
         if not errors:
@@ -129,7 +130,7 @@ def _required_hint(kind: str) -> str:
     return ", ".join(required)
 
 
-def _to_diagnostics(doc: TomlDocument, error) -> Iterable[Diagnostic]:
+def _to_diagnostics(doc: TomlDocument, error: Any) -> Iterable[Diagnostic]:
     path = tuple(error.absolute_path)
     validator, value, sub = error.validator, error.instance, error.schema
     if "propertyNames" in error.relative_schema_path:  # a bad key name: point at the key itself
@@ -171,7 +172,7 @@ def _to_diagnostics(doc: TomlDocument, error) -> Iterable[Diagnostic]:
     yield doc.diagnostic(path, _message(validator, value, sub, error))
 
 
-def _describe(branch: dict) -> str:
+def _describe(branch: dict[str, Any]) -> str:
     if "const" in branch:
         return json.dumps(branch["const"])
     kind = branch.get("type", "value")
@@ -179,7 +180,7 @@ def _describe(branch: dict) -> str:
     return text + (f" (at least {branch['minimum']})" if "minimum" in branch else "")
 
 
-def _table_name(path: tuple) -> str:
+def _table_name(path: tuple[str | int, ...]) -> str:
     from generator.tomldoc import format_key
 
     return format_key(path)
@@ -201,7 +202,7 @@ def _shown(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False) if not isinstance(value, (dict, list)) else _toml_type(value)
 
 
-def _message(validator: str, value: Any, sub: dict, error) -> str:
+def _message(validator: str, value: Any, sub: dict[str, Any], error: Any) -> str:
     shown = _shown(value)
     if validator == "type":
         wants = [sub["type"]] if isinstance(sub["type"], str) else sub["type"]
@@ -217,8 +218,8 @@ def _message(validator: str, value: Any, sub: dict, error) -> str:
         return f"{shown} {_FORMAT_WORDS[sub['format']]}"
     if validator == "enum":
         choices = ", ".join(f"'{c}'" for c in sub["enum"])
-        hint = difflib.get_close_matches(str(value), [str(c) for c in sub["enum"]], n=1, cutoff=0.5)
-        return f"{shown} is not one of {choices}" + (f"; did you mean '{hint[0]}'?" if hint else "")
+        close = difflib.get_close_matches(str(value), [str(c) for c in sub["enum"]], n=1, cutoff=0.5)
+        return f"{shown} is not one of {choices}" + (f"; did you mean '{close[0]}'?" if close else "")
     if validator in ("pattern", "format"):
         examples = sub.get("examples")
         tail = f"; expected e.g. {', '.join(json.dumps(e) for e in examples[:2])}" if examples else ""
@@ -233,4 +234,4 @@ def _message(validator: str, value: Any, sub: dict, error) -> str:
         return "must not be empty"
     if validator == "uniqueItems":
         return "items must be unique"
-    return error.message
+    return str(error.message)

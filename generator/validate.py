@@ -100,9 +100,9 @@ def validate_paths(paths: list[Path], cluster_path: Path | None) -> list[Diagnos
         findings += _by_line(schema_problems + found_here)
     if recipes_linted and cluster is None and cluster_path is None:
         # `ok` would claim rules passed that never ran: name them and how to run them.
-        skipped = ", ".join(r.id for r in RULES if r.needs_cluster)
+        rules = ", ".join(r.id for r in RULES if r.needs_cluster)
         findings.append(Diagnostic(display_path(cluster_file), None, None, None,
-                                   f"no cluster file, so the cluster-dependent rules ({skipped}) were skipped or "
+                                   f"no cluster file, so the cluster-dependent rules ({rules}) were skipped or "
                                    "checked against defaults; pass --cluster FILE", Severity.WARNING, "no-cluster"))
     return list(dict.fromkeys(findings))
 

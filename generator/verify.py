@@ -20,11 +20,12 @@ def read_yaml(text: str) -> Any:
     string, a repeated key is an error. ryaml (Rust) is the one candidate measured that does all three, at a
     fifth of PyYAML's time (benchmarks/yaml_readers.py; yaml-rs 0.1 typed quoted "2024-05-01" as a date).
     Raises ValueError."""
-    return ryaml.loads(text)
+    document: Any = ryaml.loads(text)  # type: ignore[attr-defined]  # ryaml ships no __all__
+    return document
 
 
 @cache
-def _compose_validator():
+def _compose_validator() -> Any:
     import jsonschema_rs
 
     spec = importlib.util.find_spec("check_jsonschema")  # locate the file without importing the package
@@ -36,7 +37,7 @@ def _compose_validator():
     return jsonschema_rs.validator_for(json.loads(path.read_text("utf-8")))
 
 
-def verify_compose(text: str, shown: str) -> dict:
+def verify_compose(text: str, shown: str) -> dict[str, Any]:
     """Parse and schema-check one generated file; returns the parsed document."""
     try:
         document = read_yaml(text)
@@ -47,4 +48,6 @@ def verify_compose(text: str, shown: str) -> dict:
         raise RecipegenError([
             Diagnostic(shown, None, None, "/".join(map(str, e.instance_path)) or None,
                        f"generated file violates the compose-spec schema: {e.message}") for e in errors])
+    if not isinstance(document, dict):
+        raise RecipegenError(Diagnostic(shown, None, None, None, "generated YAML is not a mapping"))
     return document
