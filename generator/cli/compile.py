@@ -10,7 +10,7 @@ import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -18,6 +18,7 @@ from generator.diagnostics import Diagnostic, ExternalError, RecipegenError
 
 if TYPE_CHECKING:
     from generator.model import Cluster
+    from generator.plan import RecipePlan
     from generator.project import Project
 
 
@@ -29,7 +30,7 @@ def _print(diagnostics: list[Diagnostic]) -> None:
 class _Group(click.Group):
     """Turns every failure into one line per problem and an exit code: never a traceback."""
 
-    def invoke(self, ctx):
+    def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
         except RecipegenError as exc:
@@ -178,7 +179,7 @@ def schema(out_dir: Path | None) -> None:
         click.echo(str(target))
 
 
-def compile_recipe(recipe: str, given: Inputs):
+def compile_recipe(recipe: str, given: Inputs) -> tuple[RecipePlan, dict[str, str], list[Diagnostic]]:
     """RECIPE compiled for the given cluster and out/: (plan, files, findings)."""
     from generator.build import compile_one
 
