@@ -294,7 +294,7 @@ def _fabric_env(recipe: Recipe, cluster: Cluster | None) -> Findings:
         return
     fabric = set(cluster.env) | {k for n in cluster.nodes for k in n.env}
     for name, value in recipe.env.items():
-        same = all({**cluster.env, **n.env}.get(name) == value for n in cluster.nodes)
+        same = all(cluster.node_env(n).get(name) == value for n in cluster.nodes)
         if FABRIC_ENV.match(name) and name in fabric and not same:  # restating the cluster's value is harmless
             yield (recipe.env_origins[name], f"env.{name}",
                    f"overrides the cluster's {name}: fabric variables belong to the cluster (per node where names "

@@ -145,7 +145,7 @@ class Recipe:
 @dataclass(frozen=True)
 class Ulimits:
     memlock: int = -1
-    stack: int = 67108864
+    stack: int = 64 * 1024 * 1024  # 67108864, as NVIDIA's `docker run --ulimit stack=67108864`
 
 
 @dataclass(frozen=True)
@@ -197,6 +197,10 @@ class Cluster:
     ray_args: tuple[Arg, ...] = ()
     ray_join_timeout: str = "10m"
     container: ContainerOptions = ContainerOptions()
+
+    def node_env(self, node: Node) -> dict[str, str]:
+        """The environment the cluster file gives `node`: its [env], then the node's own over it."""
+        return {**self.env, **node.env}
 
     def nodes_for(self, recipe: "Recipe") -> tuple[Node, ...]:
         """The nodes a recipe runs on, head first; NodeChoiceError says why there are none."""

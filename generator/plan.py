@@ -137,7 +137,7 @@ class NodePlan:
     @property
     def placement(self) -> str:
         """The Swarm placement constraint pinning this rank to its node (`recipegen swarm setup` sets the label)."""
-        return f"node.labels.recipegen.node == {self.node.name}"
+        return f"node.labels.{SWARM_NODE_LABEL} == {self.node.name}"
 
     @property
     def entrypoint(self) -> tuple[Arg, ...]:

@@ -258,7 +258,7 @@ def cluster_from_document(doc: TomlDocument) -> Cluster:
         rdma=get("rdma"), master_port=get("master_port"), ray_port=get("ray_port"),
         gpu_memory_ceiling=get("gpu_memory_ceiling"), gpus_per_node=get("gpus_per_node"),
         stop_grace_period=get("stop_grace_period"),
-        ulimits=Ulimits(memlock=ulimits.get("memlock", -1), stack=ulimits.get("stack", 67108864)),
+        ulimits=Ulimits(**ulimits),  # its defaults are the schema's
         env={k: env_text(v) for k, v in data.get("env", {}).items()}, nodes=tuple(nodes), document=doc,
         pass_env=tuple(data.get("pass_env", [])),
         ray_args=split_words(doc, data.get("ray_args", []), "cluster", key="ray_args"),

@@ -27,7 +27,7 @@ OK, WARNING, ERROR = Severity.OK, Severity.WARNING, Severity.ERROR
 
 
 def effective_env(cluster: Cluster, node: Node) -> dict[str, str]:
-    return {**cluster.env, **node.env}
+    return cluster.node_env(node)
 
 
 def _names(value: str) -> tuple[list[str], bool]:
