@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from typing import Any
 
 from labengine.common import Log, Rendezvous, integers, join, on_stop, parse_flags, serve, stay, wait_for
 
@@ -141,7 +142,9 @@ def start_ray_workers(world_size: int) -> None:
     import ray  # the image's stand-in package, as vLLM imports the real one
 
     ray.init()  # vLLM: initialize_ray_cluster, with no address: the running cluster, else a local one
-    alive = lambda: [node for node in ray.nodes() if node["Alive"]]  # noqa: E731
+    def alive() -> list[dict[str, Any]]:
+        return [node for node in ray.nodes() if node["Alive"]]
+
     if world_size > 1:
         wait_for(log, lambda: len(alive()) - 1, world_size - 1, "Ray workers")
     driver_ip = os.environ.get("VLLM_HOST_IP") or ray.util.get_node_ip_address()

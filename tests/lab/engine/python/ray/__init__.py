@@ -59,7 +59,7 @@ def nodes() -> list[dict[str, Any]]:
         raise RuntimeError("Ray has not been started yet. You can start Ray with 'ray.init()'.")
     if _address == _LOCAL:
         return [node_info(_LOCAL, util.get_node_ip_address(), socket.gethostname(), 1.0, True)]
-    return request(_address, {"op": "nodes"})["nodes"]
+    return list(request(_address, {"op": "nodes"})["nodes"])
 
 
 def _lab_start_worker(node_id: str, env: dict[str, str], rank: int) -> dict[str, str]:
@@ -67,5 +67,5 @@ def _lab_start_worker(node_id: str, env: dict[str, str], rank: int) -> dict[str,
     Ray executor does with its actors (the lab's stand-in for actor creation + update_environment_variables)."""
     if _address == _LOCAL:
         return start_worker(env, rank)
-    return request(str(_address), {"op": "start_worker", "node_id": node_id, "env": env, "rank": rank})["env"]
+    return dict(request(str(_address), {"op": "start_worker", "node_id": node_id, "env": env, "rank": rank})["env"])
 

@@ -125,7 +125,7 @@ class Raylet:
             reply = receive(self.reader)
         if reply is None:
             raise RuntimeError(f"the raylet of {self.ip} is gone")
-        return reply["env"]
+        return dict(reply["env"])
 
 
 class Head:
