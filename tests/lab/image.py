@@ -52,7 +52,7 @@ def stage_context(dest: Path) -> Path:
     # Where pip puts packages in Debian-based engine images: the stand-in ray, sglang and their
     # shared code are importable by the image's python3 as the real packages are.
     shutil.copytree(ENGINE_DIR / "python", rootfs / python.site.lstrip("/"),
-                    ignore=shutil.ignore_patterns("__pycache__"))
+                    ignore=shutil.ignore_patterns("__pycache__", ".*"))  # no caches a checkout grew
     shutil.copy2(ENGINE_DIR / "Dockerfile", dest / "Dockerfile")
     _stage_python(python, rootfs)
     bindir = rootfs / "bin"
