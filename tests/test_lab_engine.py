@@ -1,0 +1,183 @@
+"""The lab's engine image is like a real one (python3 and tar, no nc or wget), and its Ray stand-in does
+what real Ray and vLLM's Ray executor do with a cluster and with the environment of their workers."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from lab import IMAGE, Lab, Node
+from test_deploy_lab import MODEL, SERVED, models, put_model, run
+from test_lab_smoke import run_detached, wait_http
+
+pytestmark = pytest.mark.lab
+
+# Two Sparks cabled back to back name their ConnectX-7 ports differently: NCCL_SOCKET_IFNAME differs per node.
+IFNAMES = {"spark1": "enp1s0f0np0", "spark2": "enP2p1s0f0np0"}
+WORKER_ENV = "/tmp/vllm/worker-env.json"
+
+
+def sh(lab: Lab, node: Node, script: str) -> str:
+    return lab.docker(node, "run", "--rm", "--network", "host", "--entrypoint", "sh", IMAGE, "-c", script).stdout
+
+
+def worker_env(lab: Lab, node: Node, container: str, timeout: float = 60) -> dict[str, str]:
+    """The environment the node's Ray "worker process" got (written by its raylet), waiting for it (bounded)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        done = lab.docker(node, "exec", container, "cat", WORKER_ENV, check=False)
+        if done.returncode == 0 and done.stdout.strip():
+            return json.loads(done.stdout)
+        if time.monotonic() > deadline:
+            pytest.fail(f"{node.name}: no {WORKER_ENV} in {container} within {timeout:.0f}s: {done.stderr}")
+        time.sleep(0.5)
+
+
+# --- the image ---------------------------------------------------------------------------------------------
+
+
+def test_image_has_python3_and_tar_but_no_nc_or_wget(lab: Lab):
+    tools = "python3 tar sh nc wget httpd telnet ftpget rsync curl"
+    out = sh(lab, lab.nodes[0], f"for t in {tools}; do if command -v $t >/dev/null; then echo \"$t yes\"; "
+                                f"else echo \"$t no\"; fi; done")
+    found = dict(line.split() for line in out.splitlines())
+    assert found == {"python3": "yes", "tar": "yes", "sh": "yes", "nc": "no", "wget": "no", "httpd": "no",
+                     "telnet": "no", "ftpget": "no", "rsync": "no", "curl": "no"}
+    # The real interpreter with its standard library (what a launcher or doctor's listener imports), not a stand-in.
+    out = sh(lab, lab.nodes[0], "python3 -c 'import sys, json, socket, http.server, ssl, sqlite3, tarfile; "
+                                "print(sys.prefix, sys.version_info[0])' && echo hi > /tmp/f && "
+                                "tar -cf /tmp/f.tar -C /tmp f && tar -tf /tmp/f.tar")
+    assert out.split() == ["/usr", "3", "f"]
+
+
+# --- Ray: the cluster as real Ray shows it ---------------------------------------------------------------
+
+
+def test_ray_module_sees_every_node_and_who_left(clean_lab: Lab):
+    lab = clean_lab
+    head, worker = lab.nodes[:2]
+    run_detached(lab, head, "ray-head", ["ray", "start", "--head", "--port=6380", f"--node-ip-address={head.address}",
+                                         "--num-cpus=4", "--num-gpus=1", "--object-store-memory", "1000000",
+                                         "--include-dashboard=false", "--disable-usage-stats",
+                                         "--dashboard-host", "0.0.0.0", "--block"])
+    run_detached(lab, worker, "ray-worker", ["ray", "start", f"--address={head.address}:6380",
+                                             f"--node-ip-address={worker.address}", "--block"])
+    # A launcher's check inside the head's container: ray.init("auto") finds the head as real Ray does.
+    check = ("import ray, time\n"
+             "nodes = []\n"
+             "for _ in range(100):  # until both `ray start` are up\n"
+             "    try:\n"
+             "        ray.init(address='auto'); nodes = ray.nodes(); ray.shutdown()\n"
+             "    except ConnectionError:\n"
+             "        pass\n"
+             "    if len(nodes) == 2: break\n"
+             "    time.sleep(0.2)\n"
+             "print(sorted((n['NodeManagerAddress'], n['Alive']) for n in nodes))\n")
+    out = lab.docker(head, "exec", "ray-head", "python3", "-c", check)
+    assert out.stdout.strip() == str(sorted([(head.address, True), (worker.address, True)]))
+    lab.docker(worker, "rm", "-f", "ray-worker")
+    out = lab.docker(head, "exec", "ray-head", "python3", "-c",
+                     f"import ray; ray.init(address='{head.address}:6380'); "
+                     "print(sorted((n['NodeManagerAddress'], n['Alive']) for n in ray.nodes()))")
+    assert out.stdout.strip() == str(sorted([(head.address, True), (worker.address, False)]))
+    failed = lab.docker(worker, "run", "--rm", "--network", "host", "--entrypoint", "python3", IMAGE, "-c",
+                        "import ray; ray.init(address='auto')", check=False)
+    assert failed.returncode != 0 and "ConnectionError: Could not find any running Ray instance" in failed.stderr
+    lab.remove_containers(lab.nodes[:2])
+
+
+# --- vLLM's Ray executor: what each worker's environment ends up as ------------------------------------------
+
+
+def ray_pair(lab: Lab) -> tuple[Node, Node]:
+    """A Ray head serving vLLM on spark1 and a Ray worker on spark2, as the compiler lays them out, each
+    with its own NCCL_SOCKET_IFNAME and VLLM_HOST_IP; plus a driver-only variable on the head."""
+    head, worker = lab.nodes[:2]
+    serve = (f"ray start --head --port=6379 --node-ip-address={head.address} && "
+             f"exec vllm serve {MODEL} --tensor-parallel-size 1 --pipeline-parallel-size 2 --port 8002 "
+             "--distributed-executor-backend ray")
+    env = {"NCCL_SOCKET_IFNAME": IFNAMES["spark1"], "VLLM_HOST_IP": head.address, "VLLM_ONLY_ON_HEAD": "x",
+           "GLOO_SOCKET_IFNAME": "eth0"}
+    run_detached(lab, head, "ray-head", ["sh", "-c", serve], env)
+    run_detached(lab, worker, "ray-worker", ["ray", "start", "--block", f"--address={head.address}:6379",
+                                             f"--node-ip-address={worker.address}"],
+                 {"NCCL_SOCKET_IFNAME": IFNAMES["spark2"], "VLLM_HOST_IP": worker.address, "GLOO_SOCKET_IFNAME": "eth0"})
+    wait_http(f"http://{head.address}:8002/health")
+    return head, worker
+
+
+def test_ray_executor_copies_the_drivers_env_as_vllm_does(clean_lab: Lab):
+    """Without a non-carry-over file the driver's NCCL_SOCKET_IFNAME replaces the worker's (vLLM copies NCCL_*),
+    VLLM_HOST_IP stays per node (worker-specific), and a driver-only VLLM_ variable reaches the worker."""
+    lab = clean_lab
+    head, worker = ray_pair(lab)
+    on_worker = worker_env(lab, worker, "ray-worker")
+    assert on_worker["NCCL_SOCKET_IFNAME"] == IFNAMES["spark1"]
+    assert on_worker["VLLM_HOST_IP"] == worker.address
+    assert on_worker["VLLM_ONLY_ON_HEAD"] == "x"
+    assert on_worker["GLOO_SOCKET_IFNAME"] == "eth0"  # not a copied prefix: the worker's own
+    assert "Overwriting environment variable NCCL_SOCKET_IFNAME" in lab.docker(worker, "logs", "ray-worker").stdout
+    on_head = worker_env(lab, head, "ray-head")
+    assert on_head["NCCL_SOCKET_IFNAME"] == IFNAMES["spark1"] and on_head["VLLM_HOST_IP"] == head.address
+    lab.remove_containers(lab.nodes[:2])
+
+
+def test_ray_executor_leaves_what_the_non_carry_over_file_lists(clean_lab: Lab):
+    """$VLLM_CONFIG_ROOT/ray_non_carry_over_env_vars.json on the driver keeps those names per node."""
+    lab = clean_lab
+    head, worker = lab.nodes[:2]
+    serve = (f"mkdir -p /root/.config/vllm && echo '[\"NCCL_SOCKET_IFNAME\"]' "
+             "> /root/.config/vllm/ray_non_carry_over_env_vars.json && "
+             f"ray start --head --port=6379 --node-ip-address={head.address} && "
+             f"exec vllm serve {MODEL} --tensor-parallel-size 2 --port 8002 --distributed-executor-backend ray")
+    run_detached(lab, head, "ray-head", ["sh", "-c", serve], {"NCCL_SOCKET_IFNAME": IFNAMES["spark1"]})
+    run_detached(lab, worker, "ray-worker", ["ray", "start", "--block", f"--address={head.address}:6379",
+                                             f"--node-ip-address={worker.address}"],
+                 {"NCCL_SOCKET_IFNAME": IFNAMES["spark2"]})
+    wait_http(f"http://{head.address}:8002/health")
+    assert worker_env(lab, worker, "ray-worker")["NCCL_SOCKET_IFNAME"] == IFNAMES["spark2"]
+    lab.remove_containers(lab.nodes[:2])
+
+
+# --- the compiler's vLLM Ray recipe, deployed --------------------------------------------------------------
+
+RAY_RECIPE = f'''engine = "vllm"
+docker_image = "{IMAGE}"
+model = "{MODEL}"
+required_nodes = 2
+tensor_parallel_size = 1
+pipeline_parallel_size = 2
+distributed_backend = "ray"
+args = ["--served-model-name", "{SERVED}"]
+
+[env]
+HF_HUB_OFFLINE = "1"
+'''
+
+
+def test_compiled_ray_recipe_keeps_each_nodes_interface_on_its_worker(tmp_path: Path, clean_lab: Lab):
+    lab = clean_lab
+    nodes = lab.nodes[:2]
+    (tmp_path / "recipes" / "ray").mkdir(parents=True)
+    (tmp_path / "recipes" / "ray" / "recipe.toml").write_text(RAY_RECIPE)
+    cluster = lab.write_cluster(tmp_path / "cluster.toml", nodes)
+    text = cluster.read_text()
+    for node in nodes:  # each node's own interface name, as on two real Sparks
+        home = f'home = "{node.home}"\n'
+        text = text.replace(home, f'{home}[nodes.env]\nNCCL_SOCKET_IFNAME = "{IFNAMES[node.name]}"\n')
+    cluster.write_text(text)
+    put_model(lab, nodes)
+    run(lab, tmp_path, "build", check=True)
+    try:
+        run(lab, tmp_path, "up", "ray", check=True, timeout=300)
+        assert models(f"http://{nodes[0].address}:8000") == {SERVED}
+        for node in nodes:
+            container = lab.docker(node, "ps", "-q", "--filter", "label=dev.recipegen.recipe=ray").stdout.split()[0]
+            env = worker_env(lab, node, container)
+            assert env["VLLM_HOST_IP"] == node.address, node.name
+            assert env["NCCL_SOCKET_IFNAME"] == IFNAMES[node.name], node.name
+    finally:
+        run(lab, tmp_path, "down", "ray")
