@@ -244,3 +244,4 @@ def diff(recipes: tuple[str, ...], cluster_path: Path | None, out_dir: Path | No
 
 
 from generator import cli_deploy  # noqa: E402  (registers the deploy commands on `main`)
+from generator import cli_models  # noqa: E402,F401  (registers `models` on `main`)

@@ -187,6 +187,7 @@ class Cluster:
     pass_env: tuple[str, ...] = ()
     ray_args: tuple[Arg, ...] = ()
     ray_join_timeout: str = "10m"
+    transfer_port: int = 29700  # `recipegen models`: receivers listen here on the fabric address
     container: ContainerOptions = ContainerOptions()
 
     def nodes_for(self, recipe: "Recipe") -> tuple[Node, ...]:
