@@ -115,7 +115,8 @@ def send(host, port):
                 raise SystemExit("%s changed size on the source (%d, expected %d)"
                                  % (entry["path"], os.path.getsize(path), size))
             while offset < size:
-                n = os.sendfile(sock.fileno(), f.fileno(), offset, min(size - offset, 1 << 30))
+                # socket.sendfile, not os.sendfile: the socket has a timeout, so its fd is non-blocking
+                n = sock.sendfile(f, offset, min(size - offset, 64 << 20))
                 if n == 0:
                     raise SystemExit("%s: unexpected end of file" % entry["path"])
                 offset += n

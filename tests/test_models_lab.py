@@ -1,0 +1,174 @@
+"""Issue 15 through the real lab: `recipegen models` copies a model and its draft model node to node with helper
+containers of the engine image (python3, no nc/wget), resumably, refusing a target without room, and none of
+the bytes pass through this machine."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from lab import IMAGE, Lab
+
+pytestmark = pytest.mark.lab
+
+MODEL = "lab-org/tiny-model"
+DRAFT = "lab-org/tiny-draft"
+COMMIT = "ab" * 20
+RECIPE = f'''engine = "vllm"
+docker_image = "{IMAGE}"
+model = "{MODEL}"
+required_nodes = 3
+tensor_parallel_size = 3
+distributed_backend = "mp"
+shm_size = "1gb"
+args = ["--served-model-name", "tiny", "--speculative-config",
+        "'{{\\"model\\": \\"{DRAFT}\\", \\"num_speculative_tokens\\": 3}}'"]
+
+[env]
+HF_HUB_OFFLINE = "1"
+LAB_JOIN_TIMEOUT = "5"
+'''
+
+
+def repo(root: Path, model: str) -> Path:
+    return root / "hub" / ("models--" + model.replace("/", "--"))
+
+
+def put_model(cache: Path, model: str, size: int) -> int:
+    """The layout `hf download` leaves: an LFS blob named by its sha256, config.json by its git blob id,
+    snapshot links relative, refs/main. Returns the bytes of its blobs."""
+    weights, config = os.urandom(size), b'{"architectures": ["Tiny"]}'
+    blobs = {hashlib.sha256(weights).hexdigest(): weights,
+             hashlib.sha1(b"blob %d\0" % len(config) + config).hexdigest(): config}
+    base = repo(cache, model)
+    (base / "blobs").mkdir(parents=True)
+    for name, data in blobs.items():
+        (base / "blobs" / name).write_bytes(data)
+    snap = base / "snapshots" / COMMIT
+    snap.mkdir(parents=True)
+    names = list(blobs)
+    (snap / "model.safetensors").symlink_to(f"../../blobs/{names[0]}")
+    (snap / "config.json").symlink_to(f"../../blobs/{names[1]}")
+    (base / "refs").mkdir()
+    (base / "refs" / "main").write_text(COMMIT)
+    return len(weights) + len(config)
+
+
+def layout(cache: Path, model: str) -> dict[str, object]:
+    """sha256 of every file and every link's target: what must be identical across nodes."""
+    base = repo(cache, model)
+    found: dict[str, object] = {}
+    for path in sorted(base.rglob("*")) if base.exists() else []:
+        rel = str(path.relative_to(base))
+        if path.is_symlink():
+            found[rel] = "-> " + os.readlink(path)
+        elif path.is_file():
+            found[rel] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return found
+
+
+@pytest.fixture
+def project(tmp_path: Path, clean_lab: Lab):
+    lab = clean_lab
+    for node in lab.nodes[:3]:  # caches of an earlier test
+        subprocess.run(["rm", "-rf", str(node.hf_cache / "hub")], check=True)
+    (tmp_path / "recipes" / "spec").mkdir(parents=True)
+    (tmp_path / "recipes" / "spec" / "recipe.toml").write_text(RECIPE)
+    lab.write_cluster(tmp_path / "cluster.toml", lab.nodes[:3])
+    return tmp_path
+
+
+def models(lab: Lab, cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run(["recipegen", "models", "spec"], cwd=cwd, env=lab.env, capture_output=True, text=True,
+                          timeout=timeout)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    return proc
+
+
+def counters(name: str) -> int:
+    stats = Path("/sys/class/net") / name / "statistics"
+    return int((stats / "rx_bytes").read_text()) + int((stats / "tx_bytes").read_text())
+
+
+def helpers_left(lab: Lab) -> list[str]:
+    return [line for node in lab.nodes[:3] for line in
+            lab.docker(node, "ps", "-a", "-q", "--filter", "label=dev.recipegen.transfer").stdout.split()]
+
+
+def test_model_and_draft_reach_every_node_identical_without_this_machine(project: Path, clean_lab: Lab) -> None:
+    lab = clean_lab
+    a, b, c = lab.nodes[:3]
+    size = put_model(a.hf_cache, MODEL, 24 << 20) + put_model(a.hf_cache, DRAFT, 3 << 20)
+    bridge, veth = counters(lab.bridge), counters(a.veth_host)
+    proc = models(lab, project)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    for model in (MODEL, DRAFT):
+        assert layout(a.hf_cache, model) == layout(b.hf_cache, model) == layout(c.hf_cache, model) != {}
+    # The bytes went out of spark1's veth (to spark2, the chain's first link); this machine's end of the bridge
+    # carried none of them (docker talks to the nodes over unix sockets).
+    assert counters(a.veth_host) - veth > size
+    assert counters(lab.bridge) - bridge < size // 100
+    assert "copied from spark1" in proc.stdout
+    assert helpers_left(lab) == []
+    again = models(lab, project)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "copied" not in again.stdout and again.stdout.count("present") == 4, again.stdout
+
+
+def test_interrupted_copy_leaves_nothing_running_and_resumes(project: Path, clean_lab: Lab) -> None:
+    """Ctrl-C midway (the link slowed so there is a midway): every helper container on every node is gone, no
+    node shows a snapshot of the half-copied model, and the next run finishes it identical."""
+    lab = clean_lab
+    a, b, c = lab.nodes[:3]
+    put_model(a.hf_cache, MODEL, 32 << 20)
+    put_model(a.hf_cache, DRAFT, 1 << 20)
+    shape = ["ip", "netns", "exec", a.netns, "tc", "qdisc", "add", "dev", "eth0", "root", "tbf", "rate", "40mbit",
+             "burst", "64kb", "latency", "200ms"]
+    subprocess.run(shape, check=True)
+    try:
+        proc = subprocess.Popen(["recipegen", "models", "spec"], cwd=project, env=lab.env, text=True,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        partial = repo(b.hf_cache, MODEL) / "blobs"
+        deadline = time.monotonic() + 60
+        while not (partial.exists() and any(p.name.endswith(".recipegen-partial") and p.stat().st_size > 1 << 20
+                                            for p in partial.iterdir())):
+            assert time.monotonic() < deadline and proc.poll() is None, "the copy never got under way"
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=90)
+    finally:
+        subprocess.run(["ip", "netns", "exec", a.netns, "tc", "qdisc", "del", "dev", "eth0", "root"], check=False)
+    assert proc.returncode == 130, out + err
+    assert "Traceback" not in err and "interrupted" in err
+    assert helpers_left(lab) == []
+    assert not (repo(b.hf_cache, MODEL) / "snapshots").exists()
+    assert not (repo(c.hf_cache, MODEL) / "snapshots").exists()
+    again = models(lab, project)
+    assert again.returncode == 0, again.stdout + again.stderr
+    for model in (MODEL, DRAFT):
+        assert layout(a.hf_cache, model) == layout(b.hf_cache, model) == layout(c.hf_cache, model)
+
+
+def test_a_target_without_room_is_refused_before_anything_is_copied(project: Path, clean_lab: Lab) -> None:
+    lab = clean_lab
+    a, b, c = lab.nodes[:3]
+    put_model(a.hf_cache, MODEL, 8 << 20)
+    put_model(a.hf_cache, DRAFT, 1 << 20)
+    c.hf_cache.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(c.hf_cache)], check=True)
+    try:
+        proc = models(lab, project)
+        on_c = sorted(p.name for p in c.hf_cache.rglob("*") if p.is_file())
+    finally:
+        subprocess.run(["umount", "-l", str(c.hf_cache)], check=True)
+    assert proc.returncode == 1
+    assert "spark3" in proc.stderr.splitlines()[-1] and "spark2" not in proc.stderr.splitlines()[-1]
+    assert "refused: needs" in " ".join(proc.stdout.split()), proc.stdout
+    assert on_c == []  # nothing at all was written there
+    assert layout(b.hf_cache, MODEL) == layout(a.hf_cache, MODEL)
