@@ -84,11 +84,15 @@ def project(tmp_path: Path, clean_lab: Lab):
     return tmp_path
 
 
-def models(lab: Lab, cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run(["recipegen", "models", "spec"], cwd=cwd, env=lab.env, capture_output=True, text=True,
+def recipegen(lab: Lab, cwd: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run(["recipegen", *args], cwd=cwd, env=lab.env, capture_output=True, text=True,
                           timeout=timeout)
     assert "Traceback" not in proc.stderr, proc.stderr
     return proc
+
+
+def models(lab: Lab, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return recipegen(lab, cwd, "models", "spec")
 
 
 def counters(name: str) -> int:
@@ -119,6 +123,20 @@ def test_model_and_draft_reach_every_node_identical_without_this_machine(project
     again = models(lab, project)
     assert again.returncode == 0, again.stdout + again.stderr
     assert "copied" not in again.stdout and again.stdout.count("present") == 4, again.stdout
+    # the engine's own preflight (`up`) finds both models on every node and the ranks start
+    assert recipegen(lab, project, "build").returncode == 0
+    try:
+        up = recipegen(lab, project, "up", "spec", "--timeout", "60")
+        assert up.returncode == 0, up.stderr
+    finally:
+        recipegen(lab, project, "down", "spec")
+    # a blob gone under a snapshot link: preflight calls the model incomplete on that node alone
+    weights = (repo(c.hf_cache, DRAFT) / "snapshots" / COMMIT / "model.safetensors").resolve()
+    weights.unlink()
+    up = recipegen(lab, project, "up", "spec", "--timeout", "30")
+    assert up.returncode == 1
+    assert f"spark3: preflight: draft model {DRAFT} is incomplete in this node's Hugging Face cache" in up.stderr
+    assert "spark1: preflight" not in up.stderr and "spark2: preflight" not in up.stderr
 
 
 def test_interrupted_copy_leaves_nothing_running_and_resumes(project: Path, clean_lab: Lab) -> None:
@@ -149,6 +167,11 @@ def test_interrupted_copy_leaves_nothing_running_and_resumes(project: Path, clea
     assert helpers_left(lab) == []
     assert not (repo(b.hf_cache, MODEL) / "snapshots").exists()
     assert not (repo(c.hf_cache, MODEL) / "snapshots").exists()
+    assert recipegen(lab, project, "build").returncode == 0
+    up = recipegen(lab, project, "up", "spec", "--timeout", "30")
+    assert up.returncode == 1
+    assert f"spark2: preflight: model {MODEL} is not in this node's Hugging Face cache" in up.stderr
+    assert "(`recipegen models spec` copies it from a node that has it)" in up.stderr
     again = models(lab, project)
     assert again.returncode == 0, again.stdout + again.stderr
     for model in (MODEL, DRAFT):

@@ -74,9 +74,14 @@ def _check_node(target: Target) -> NodeReport:
 
 
 # Exit status 3 of the trial container: a model is not in the mounted Hugging Face cache; it prints each missing
-# one's folder, one a line. `sh` and `ls` only: any engine image has them.
+# one's folder, one a line, followed by " incomplete" when the folder is there but a snapshot link is dangling
+# or a copy left a partial blob (`recipegen models` was cut off). `sh` and `ls` only: any engine image has them.
 _MODEL_CHECK = ('missing=0; for m; do found=; for f in "$m"/snapshots/*/config.json "$m"/config.json; do '
-                '[ -e "$f" ] && found=1 && break; done; [ -n "$found" ] || { echo "$m"; missing=1; }; done; '
+                '[ -e "$f" ] && found=1 && break; done; [ -n "$found" ] || { echo "$m"; missing=1; continue; }; '
+                'for f in "$m"/snapshots/*/* "$m"/snapshots/*/*/* "$m"/blobs/*.recipegen-partial; do '
+                'if [ -L "$f" ] && [ ! -e "$f" ]; then found=; fi; '
+                'case "$f" in *.recipegen-partial) [ -e "$f" ] && found=;; esac; done; '
+                '[ -n "$found" ] || { echo "$m incomplete"; missing=1; }; done; '
                 '[ "$missing" = 0 ] || exit 3')
 MODEL_MISSING = 3
 
@@ -113,10 +118,14 @@ def _trial_run(target: Target) -> str | None:
                               project=f"{plan.recipe_id}-preflight", timeout=180)
     except DockerError as exc:
         if exc.returncode == MODEL_MISSING:
-            missing = set(exc.stdout.split())
+            lines = exc.stdout.splitlines()
+            incomplete = {line.removesuffix(" incomplete") for line in lines if line.endswith(" incomplete")}
+            missing = set(lines) | incomplete
             named = [m for m in plan.models if model_dir(m) in missing] or [plan.model]
-            return "; ".join(f"{'model' if m == plan.model else 'draft model'} {m} is not in this node's Hugging Face "
-                             f"cache: looked in {_host_model_dir(target, m)}" for m in named)
+            fix = f"`recipegen models {plan.recipe_id}` copies it from a node that has it"
+            return "; ".join(f"{'model' if m == plan.model else 'draft model'} {m} is "
+                             f"{'incomplete in' if model_dir(m) in incomplete else 'not in'} this node's Hugging Face "
+                             f"cache: looked in {_host_model_dir(target, m)} ({fix})" for m in named)
         return _explain_trial(exc.stderr or exc.stdout, target)
     return None
 
@@ -137,7 +146,8 @@ def _explain_trial(stderr: str, target: Target) -> str:
     text = " ".join(stderr.split())
     if "bind source path does not exist" in text and _hf_cache(target) and _hf_cache(target) in text:
         return (f"model {target.plan.model} is not in this node's Hugging Face cache: looked in {_host_model_dir(target)} "
-                f"(the cache folder {_hf_cache(target)} does not exist)")
+                f"(the cache folder {_hf_cache(target)} does not exist; `recipegen models {target.plan.recipe_id}` "
+                "copies it from a node that has it)")
     if "bind source path does not exist" in text:
         path = text.split("bind source path does not exist:", 1)[1].strip().split()[0]
         return f"host path {path} does not exist on this node (a read-only mount needs it)"
