@@ -5,10 +5,17 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from generator.cli import cluster_option, compile_recipe, inputs, main
+
+if TYPE_CHECKING:
+    from rich.progress import TaskID
+
+    from generator.deploy.targets import Deployment, Target
+    from generator.plan import RecipePlan
 
 
 class _View:
@@ -24,7 +31,7 @@ class _View:
         self.progress = Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(),
                                  TransferSpeedColumn(), TimeRemainingColumn(), console=self.console,
                                  disable=not self.tty)
-        self.tasks: dict[str, int] = {}
+        self.tasks: dict[str, TaskID] = {}
 
     def __enter__(self) -> "_View":
         self.progress.__enter__()
@@ -53,15 +60,23 @@ def models(recipe: str, cluster_path: Path | None) -> None:
     """Put RECIPE's model and draft models (at its --revision, else main) in the Hugging Face cache of every
     node it uses: copied node to node over the fabric addresses by helper containers of the recipe's image,
     resumable, a second run copies nothing; downloaded on one node first when no node has a model."""
-    from rich.console import Console
-    from rich.table import Table
-
     from generator.deploy.targets import Target
-    from generator.transfer.models import _size, revision, sync_models
 
     given = inputs(cluster_path, None, (recipe,))
     plan, _, _ = compile_recipe(recipe, given)
     targets = [Target(n.node, given.out / plan.recipe.id / n.node.name / "compose.yaml", n) for n in plan.nodes]
+    if not place_models(plan, targets):
+        sys.exit(1)
+
+
+def place_models(plan: RecipePlan, targets: list[Target]) -> bool:
+    """`models` for a compiled recipe: progress, the summary table, failed nodes named. False on failure;
+    Ctrl-C exits 130 once every helper container is gone."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from generator.transfer.models import _size, revision, sync_models
+
     began = time.monotonic()
     try:
         with _View() as view:
@@ -80,4 +95,21 @@ def models(recipe: str, cluster_path: Path | None) -> None:
     if failed:
         click.echo(f"{plan.recipe.id}: models not in place on {', '.join(failed)} "
                    f"({time.monotonic() - began:.0f}s)", err=True)
+    return not failed
+
+
+def sync_before_up(dep: Deployment) -> None:
+    """`up --sync`: the image, then the models, on every node first; exit 1 naming what failed."""
+    from generator.deploy.images import sync_images
+
+    assert dep.plan is not None
+    bad = [r for r in sync_images(dep) if r.error]
+    for r in bad:
+        click.echo(f"{r.node}: image: {r.action}: {r.error}", err=True)
+    if bad:
+        click.echo(f"{dep.project}: images not in place on {', '.join(r.node for r in bad)}; nothing was started",
+                   err=True)
+        sys.exit(1)
+    if not place_models(dep.plan, list(dep.targets)):
+        click.echo(f"{dep.project}: nothing was started", err=True)
         sys.exit(1)

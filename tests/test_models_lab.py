@@ -195,3 +195,18 @@ def test_a_target_without_room_is_refused_before_anything_is_copied(project: Pat
     assert "refused: needs" in " ".join(proc.stdout.split()), proc.stdout
     assert on_c == []  # nothing at all was written there
     assert layout(b.hf_cache, MODEL) == layout(a.hf_cache, MODEL)
+
+
+def test_up_sync_puts_the_models_in_place_then_serves(project: Path, clean_lab: Lab) -> None:
+    lab = clean_lab
+    a, b, c = lab.nodes[:3]
+    put_model(a.hf_cache, MODEL, 2 << 20)
+    put_model(a.hf_cache, DRAFT, 1 << 20)
+    assert recipegen(lab, project, "build").returncode == 0
+    try:
+        up = recipegen(lab, project, "up", "spec", "--sync", "--timeout", "60")
+        assert up.returncode == 0, up.stdout + up.stderr
+    finally:
+        recipegen(lab, project, "down", "spec")
+    assert "copied from spark1" in up.stdout
+    assert layout(a.hf_cache, MODEL) == layout(b.hf_cache, MODEL) == layout(c.hf_cache, MODEL)

@@ -16,7 +16,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Protocol
 
 from generator.deploy.docker import DockerError, reason
 from generator.deploy.targets import Target, each
@@ -55,11 +55,13 @@ class Scan:
     repos: dict[str, hf.RepoState] = field(default_factory=dict)
 
 
-class Reporter:
-    """What the chain tells the person watching: a node's transfer starts, moves, ends. The CLI draws it."""
+class Reporter(Protocol):
+    """What the chain tells the person watching: a node's transfer starts and moves; notes. The CLI draws it."""
 
     def start(self, node: str, model: str, total: int) -> None: ...
+
     def advance(self, node: str, done: int) -> None: ...
+
     def note(self, text: str) -> None: ...
 
 
@@ -163,6 +165,10 @@ def _follow(proc: _Proc, on_line: Callable[[dict[str, Any]], None]) -> threading
     return thread
 
 
+def _advancer(reporter: Reporter, node: str) -> Callable[[dict[str, Any]], None]:
+    return lambda line: reporter.advance(node, int(line.get("got", 0)))
+
+
 def chain(helpers: Helpers, source: Target, targets: list[Target], plan: list[dict[str, Any]], port: int,
           reporter: Reporter) -> dict[str, str | None]:
     """Stream `plan` from source through every target in turn; each target's error (None: whole)."""
@@ -174,7 +180,7 @@ def chain(helpers: Helpers, source: Target, targets: list[Target], plan: list[di
         proc = _Proc(target, subprocess.Popen(helpers.command(target, "recv", *args), stdout=subprocess.PIPE,
                                               stderr=subprocess.PIPE, stdin=subprocess.DEVNULL))
         procs.append(proc)
-        threads.append(_follow(proc, lambda line, n=target.name: reporter.advance(n, line.get("got", 0))))
+        threads.append(_follow(proc, _advancer(reporter, target.name)))
     sender = _Proc(source, subprocess.Popen(
         helpers.command(source, "send", "send", targets[0].node.address, str(port), stdin=True),
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE))
