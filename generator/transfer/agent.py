@@ -29,6 +29,7 @@ import time
 
 PARTIAL = ".recipegen-partial"
 CHUNK = 4 << 20
+SYNC_EVERY = 64 << 20
 HEX64 = re.compile(r"[0-9a-f]{64}")
 HEX40 = re.compile(r"[0-9a-f]{40}")
 
@@ -142,6 +143,18 @@ def recv_exact(sock, n):
     return bytes(buf)
 
 
+def fill(sock, buf, n, what):
+    """The next n bytes of the stream as one chunk: a socket hands out 64 KiB at a time, and each chunk costs
+    two queue hand-offs, so chunks of megabytes keep the Python overhead off the data path."""
+    pos = 0
+    while pos < n:
+        got = sock.recv_into(buf[pos:n])
+        if not got:
+            raise SystemExit("the upstream node closed the stream early (%s)" % what)
+        pos += got
+    return bytes(buf[:n])
+
+
 class Worker(threading.Thread):
     """Runs `fn(chunk)` for each queued chunk on its own thread: sending downstream, writing and hashing all
     release the GIL, so the receive loop, the forwarder and the writer overlap."""
@@ -190,7 +203,7 @@ class FileSink:
         self.size, self.start = entry["size"], entry["start"]
         self.pos = self.start
         self.hasher = blob_hasher(os.path.basename(self.final), self.size) if "/blobs/" in self.final else None
-        self.f, self.error, self.skip = None, None, False
+        self.f, self.error, self.skip, self.unsynced = None, None, False, 0
         if os.path.isfile(self.final) and not os.path.islink(self.final) and os.path.getsize(self.final) == self.size:
             self.skip = True  # complete: renamed only after it was verified
             return
@@ -210,17 +223,23 @@ class FileSink:
                 self.hasher.update(self.f.read(min(CHUNK, have - self.f.tell())))
         self.f.seek(have)
 
-    def write(self, chunk):
-        """The stream's next bytes of this file; the ones this node already has are passed over."""
-        if self.f is None:
-            return
-        end = self.pos + len(chunk)
-        if end > self.have:
-            part = chunk[max(0, self.have - self.pos):]
-            self.f.write(part)
-            if self.hasher is not None:
-                self.hasher.update(part)
+    def take(self, chunk):
+        """The part of the stream's next bytes this node lacks (those it already has are passed over)."""
+        end, start = self.pos + len(chunk), self.pos
         self.pos = end
+        if self.f is None or end <= self.have:
+            return None
+        return chunk[max(0, self.have - start):]
+
+    def write(self, part):
+        """Write, and push the bytes to disk every SYNC_EVERY: left to itself the kernel starts writing back only
+        once a tenth of memory is dirty, so a big blob would hit the disk all at once in the final fdatasync,
+        after the network is done, instead of while it streams."""
+        self.f.write(part)
+        self.unsynced += len(part)
+        if self.unsynced >= SYNC_EVERY:
+            os.fdatasync(self.f.fileno())
+            self.unsynced = 0
 
     def close(self):
         if self.f is None:
@@ -274,6 +293,7 @@ def recv(root, bind, port, next_host=None, next_port=None):
     server.settimeout(float(os.environ.get("RECIPEGEN_ACCEPT_TIMEOUT", "300")))
     say(listening=True)
     up, _ = server.accept()
+    began = time.monotonic()
     server.close()
     up.settimeout(600)
     raw = recv_exact(up, 8)
@@ -286,6 +306,7 @@ def recv(root, bind, port, next_host=None, next_port=None):
         forward = Worker(down.sendall)
         forward.start()
     errors, wrote, got, last = [], 0, 0, 0.0
+    buf = memoryview(bytearray(CHUNK))
     for entry in plan["entries"]:
         if entry["kind"] != "file":
             continue
@@ -296,27 +317,34 @@ def recv(root, bind, port, next_host=None, next_port=None):
             errors.append("%s: %s" % (entry["path"], exc))
         if sink is not None and sink.error:
             errors.append(sink.error)
+        # writing and hashing on threads of their own: both release the GIL, so they overlap each other and
+        # the forwarding (a disk and a core each, rather than one after the other)
         writer = Worker(sink.write) if sink is not None and sink.f is not None else None
-        if writer:
-            writer.start()
+        hasher = Worker(sink.hasher.update) if writer and sink.hasher is not None else None
+        for worker in (writer, hasher):
+            if worker:
+                worker.start()
         left = entry["size"] - entry["start"]
         while left:
-            chunk = up.recv(min(CHUNK, left))
-            if not chunk:
-                raise SystemExit("the upstream node closed the stream early (%s)" % entry["path"])
+            chunk = fill(up, buf, min(CHUNK, left), entry["path"])
             left -= len(chunk)
             got += len(chunk)
             if forward:
                 forward.put(chunk)
-            if writer:
-                writer.put(chunk)
+            part = sink.take(chunk) if writer else None
+            if part:
+                writer.put(part)
+                if hasher:
+                    hasher.put(part)
             if time.monotonic() - last > 0.5:
                 say(got=got, wrote=wrote)
                 last = time.monotonic()
         if writer:
             writer.finish()
-            if writer.error:
-                errors.append("%s: %s" % (entry["path"], writer.error))
+            if hasher:
+                hasher.finish()
+            if writer.error or (hasher and hasher.error):
+                errors.append("%s: %s" % (entry["path"], writer.error or hasher.error))
                 sink.f.close()
             else:
                 try:
@@ -344,7 +372,8 @@ def recv(root, bind, port, next_host=None, next_port=None):
         forward_error = forward.error and str(forward.error)
         down.close()
     up.close()
-    say(got=got, wrote=wrote, changed=changed, done=True, errors=errors, forward_error=forward_error)
+    say(got=got, wrote=wrote, changed=changed, done=True, errors=errors, forward_error=forward_error,
+        seconds=round(time.monotonic() - began, 3))
     if errors:
         raise SystemExit(1)
 
