@@ -107,6 +107,33 @@ def copy(lab: Lab, project: Path, targets: int) -> tuple[float, float]:
     return wall, chain
 
 
+def images(lab: Lab, project: Path) -> None:
+    """The image fan-out (`recipegen images`, one save read once, to 3 targets) against one `save | load`."""
+    image = "bench/only-on-one:1"
+    src, *others = lab.nodes[:4]
+    lab.docker(src, "tag", IMAGE, image)
+    docker = ["docker", "--context"]
+    start = time.perf_counter()
+    save = subprocess.Popen([*docker, src.context, "save", image], env=lab.env, stdout=subprocess.PIPE)
+    subprocess.run([*docker, others[0].context, "load", "-q"], env=lab.env, stdin=save.stdout, check=True,
+                   capture_output=True)
+    save.wait()
+    one = time.perf_counter() - start
+    lab.docker(others[0], "rmi", image)
+    size = int(lab.docker(src, "image", "inspect", "--format", "{{.Size}}", image).stdout)
+    (project / "recipes" / "img").mkdir(exist_ok=True)
+    (project / "recipes" / "img" / "recipe.toml").write_text(RECIPE.format(n=4).replace(IMAGE, image))
+    lab.write_cluster(project / "cluster.toml", lab.nodes[:4])
+    subprocess.run(["recipegen", "build", "img"], cwd=project, env=lab.env, check=True, capture_output=True)
+    start = time.perf_counter()
+    done = subprocess.run(["recipegen", "images", "img"], cwd=project, env=lab.env, check=True, capture_output=True,
+                          text=True)
+    fan = time.perf_counter() - start
+    assert done.stdout.count("fanned out to 3") == 3, done.stdout
+    print(f"image {size / (1 << 20):.0f} MiB: one save | load {one:.2f}s; `recipegen images` to 3 targets "
+          f"{fan:.2f}s ({fan / one:.2f}x; one save, fanned out through this machine)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--gib", type=float, default=2.0, help="size of the synthetic model")
@@ -145,6 +172,7 @@ def main() -> None:
         if args.tmpfs:
             for node in lab.nodes[1:]:
                 subprocess.run(["umount", "-l", str(node.hf_cache)], check=False)
+        images(lab, project)
 
 
 if __name__ == "__main__":

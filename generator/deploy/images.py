@@ -1,17 +1,17 @@
 """`recipegen images`: the recipe's image, identical, on every node it uses.
 
 Where the recipe has a build context the image is built on each node lacking it (compose build); otherwise it
-is copied from a node that has it (`docker save | docker load` across contexts). Nodes whose image id already
-matches the source's are left alone, so a second run copies nothing.
+is copied from a node that has it: one `docker save` there, fanned out to every target's `docker load` at once
+(generator/transfer/images.py says why through this machine). Nodes whose image id already matches the
+source's are left alone, so a second run copies nothing.
 """
 
 from __future__ import annotations
 
-import subprocess
 from dataclasses import dataclass
 
-from generator.deploy.docker import DockerError, reason
-from generator.deploy.targets import Deployment, Target, each
+from generator.deploy.docker import reason
+from generator.deploy.targets import Deployment, each
 
 
 @dataclass(frozen=True)
@@ -47,31 +47,19 @@ def sync_images(dep: Deployment) -> list[ImageResult]:
     source = sources[0]
     want = ids[source.name]
     todo = [t for t in live if ids[t.name] != want]
-    copied = each(todo, lambda t: _copy(source, t, image))
+    from generator.transfer.images import fan_out
+
+    # one `docker save`, read once, into every target's load at once (not a save per target)
+    copied = {n: RuntimeError(e) if e else None for n, e in (fan_out(source, todo, image) if todo else {}).items()}
+    how = f"copied from {source.name} (one save through this machine, fanned out to {len(todo)})"
     for t in live:
         if t in todo:
             err = copied[t.name]
             new_id = None if err is not None else t.docker.image_id(image)
             if err is None and new_id != want:
                 err = RuntimeError(f"image id after load is {new_id}, expected {want}")
-            results[t.name] = (ImageResult(t.name, f"copied from {source.name}", new_id) if err is None
+            results[t.name] = (ImageResult(t.name, how, new_id) if err is None
                                else ImageResult(t.name, "failed", None, reason(err)))
         else:
             results[t.name] = ImageResult(t.name, "present", ids[t.name])
     return [results[t.name] for t in dep.targets]
-
-
-def _copy(source: Target, target: Target, image: str) -> None:
-    """Stream `docker save` from one node into `docker load` on another, with no file in between."""
-    save = subprocess.Popen(source.docker.command("save", image), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    try:
-        load = subprocess.run(target.docker.command("load", "-q"), stdin=save.stdout, capture_output=True,
-                              timeout=3600)
-    finally:
-        save.stdout.close()
-        save_err = save.stderr.read().decode("utf-8", "replace")
-        save.wait(timeout=60)
-    if save.returncode != 0:
-        raise DockerError(source.docker.command("save", image), save.returncode, "", save_err)
-    if load.returncode != 0:
-        raise DockerError(target.docker.command("load"), load.returncode, load.stdout.decode(), load.stderr.decode())
