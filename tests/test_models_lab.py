@@ -210,3 +210,69 @@ def test_up_sync_puts_the_models_in_place_then_serves(project: Path, clean_lab: 
         recipegen(lab, project, "down", "spec")
     assert "copied from spark1" in up.stdout
     assert layout(a.hf_cache, MODEL) == layout(b.hf_cache, MODEL) == layout(c.hf_cache, MODEL)
+
+
+STAND_IN_HF = r'''#!/usr/bin/python3
+"""A stand-in of the Hugging Face CLI (no network in the lab): `hf download MODEL [--revision R]` writes the
+cache layout the real one writes, and refuses without the token a gated repo needs."""
+import hashlib, os, sys
+args = sys.argv[1:]
+if args[:1] != ["download"]:
+    sys.exit("usage: hf download MODEL")
+model = args[1]
+if hashlib.sha256(os.environ.get("HF_TOKEN", "").encode()).hexdigest() != "TOKEN_SHA256":
+    sys.exit("401 Client Error: a token is needed for " + model)
+base = os.path.join(os.environ.get("HF_HOME", "/root/.cache/huggingface"), "hub", "models--" + model.replace("/", "--"))
+weights = hashlib.sha256(model.encode()).digest() * 65536
+name = hashlib.sha256(weights).hexdigest()
+commit = hashlib.sha1(model.encode()).hexdigest()
+for d in ("blobs", "snapshots/" + commit, "refs"):
+    os.makedirs(os.path.join(base, d), exist_ok=True)
+with open(os.path.join(base, "blobs", name), "wb") as f:
+    f.write(weights)
+os.symlink("../../blobs/" + name, os.path.join(base, "snapshots", commit, "config.json"))
+with open(os.path.join(base, "refs", "main"), "w") as f:
+    f.write(commit)
+print(os.path.join(base, "snapshots", commit))
+'''
+
+
+def test_a_model_on_no_node_is_downloaded_on_one_then_fanned_out(project: Path, clean_lab: Lab) -> None:
+    """The image's own `hf` downloads it on the head node, with the token passed by name (pass_env); then the
+    chain copies it to the others. The token is in no file recipegen wrote."""
+    lab = clean_lab
+    image = "lab-org/engine-with-hf:1"
+    context = project / "hf-image"
+    context.mkdir()
+    token = "hf_lab_secret"
+    (context / "hf").write_text(STAND_IN_HF.replace("TOKEN_SHA256", hashlib.sha256(token.encode()).hexdigest()))
+    (context / "hf").chmod(0o755)
+    (context / "Dockerfile").write_text(f"FROM {IMAGE}\nCOPY hf /usr/bin/hf\n")
+    for node in lab.nodes[:3]:
+        subprocess.run(["docker", "--context", node.context, "build", "-q", "-t", image, str(context)],
+                       env={**lab.env, "DOCKER_BUILDKIT": "0"}, check=True, capture_output=True)
+    recipe = project / "recipes" / "spec" / "recipe.toml"
+    recipe.write_text(RECIPE.replace(f'docker_image = "{IMAGE}"', f'docker_image = "{image}"')
+                      .replace("[env]", 'pass_env = ["HF_TOKEN"]\n\n[env]'))
+    env = {**lab.env, "HF_TOKEN": token}
+    try:
+        proc = subprocess.run(["recipegen", "models", "spec"], cwd=project, env=env, capture_output=True,
+                              text=True, timeout=300)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert f"{MODEL}: on none of the nodes" in proc.stderr and "downloading it on spark1" in proc.stderr
+        for model in (MODEL, DRAFT):
+            found = layout(lab.nodes[0].hf_cache, model)
+            assert found and found == layout(lab.nodes[1].hf_cache, model) == layout(lab.nodes[2].hf_cache, model)
+        places = [*project.rglob("*"), *(p for n in lab.nodes[:3] for p in n.hf_cache.rglob("*"))]
+        written = [p for p in places if p.is_file() and token.encode() in p.read_bytes()]
+        assert written == []
+        # without the token the download fails, named, and nothing is copied
+        for node in lab.nodes[:3]:
+            subprocess.run(["rm", "-rf", str(node.hf_cache / "hub")], check=True)
+        denied = subprocess.run(["recipegen", "models", "spec"], cwd=project, env=lab.env, capture_output=True,
+                                text=True, timeout=300)
+        assert denied.returncode == 1 and "401" in " ".join(denied.stdout.split()), denied.stdout + denied.stderr
+        assert "spark1, spark2, spark3" in denied.stderr
+    finally:
+        for node in lab.nodes[:3]:
+            lab.docker(node, "rmi", image, check=False)
