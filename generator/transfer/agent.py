@@ -87,7 +87,6 @@ def connect(host, port, wait=120.0):
         try:
             sock = socket.create_connection((host, port), timeout=30)
             sock.settimeout(600)
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 8 << 20)
             return sock
         except OSError:
             if time.monotonic() > deadline:
@@ -287,7 +286,6 @@ def place_text(root, entry):
 def recv(root, bind, port, next_host=None, next_port=None):
     server = socket.socket(socket.AF_INET6 if ":" in bind else socket.AF_INET, socket.SOCK_STREAM)
     server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    server.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
     server.bind((bind, int(port)))
     server.listen(1)
     server.settimeout(float(os.environ.get("RECIPEGEN_ACCEPT_TIMEOUT", "300")))
