@@ -276,3 +276,21 @@ def test_a_model_on_no_node_is_downloaded_on_one_then_fanned_out(project: Path, 
     finally:
         for node in lab.nodes[:3]:
             lab.docker(node, "rmi", image, check=False)
+
+
+def test_a_target_whose_cache_is_not_writable_is_refused(project: Path, clean_lab: Lab) -> None:
+    lab = clean_lab
+    a, b, c = lab.nodes[:3]
+    put_model(a.hf_cache, MODEL, 1 << 20)
+    put_model(a.hf_cache, DRAFT, 1 << 20)
+    b.hf_cache.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["mount", "--bind", str(b.hf_cache), str(b.hf_cache)], check=True)
+    try:
+        subprocess.run(["mount", "-o", "remount,bind,ro", str(b.hf_cache)], check=True)
+        proc = models(lab, project)
+    finally:
+        subprocess.run(["umount", "-l", str(b.hf_cache)], check=True)
+    assert proc.returncode == 1
+    assert "spark2" in proc.stderr.splitlines()[-1] and "spark3" not in proc.stderr.splitlines()[-1]
+    assert "is not writable" in " ".join(proc.stdout.split()), proc.stdout
+    assert layout(c.hf_cache, MODEL) == layout(a.hf_cache, MODEL)

@@ -234,7 +234,7 @@ def test_links_leaving_the_repo_are_refused(caches) -> None:
 
 def test_scan_reports_an_unwritable_cache(tmp_path: Path) -> None:
     if os.geteuid() == 0:
-        pytest.skip("root writes everywhere; the lab test uses a read-only mount instead")
+        pytest.skip("root writes everywhere; test_models_lab uses a read-only mount instead")
     tmp_path.chmod(0o500)
     try:
         found = scan(tmp_path)

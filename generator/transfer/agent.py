@@ -26,6 +26,7 @@ import struct
 import sys
 import threading
 import time
+from typing import IO, Any, Callable, Dict, List, Optional
 
 PARTIAL = ".recipegen-partial"
 CHUNK = 4 << 20
@@ -34,16 +35,16 @@ HEX64 = re.compile(r"[0-9a-f]{64}")
 HEX40 = re.compile(r"[0-9a-f]{40}")
 
 
-def say(**fields):
+def say(**fields: Any) -> None:
     sys.stdout.write(json.dumps(fields) + "\n")
     sys.stdout.flush()
 
 
 # --- scan ----------------------------------------------------------------------------------------------------
 
-def scan(root, repos):
+def scan(root: str, repos: List[str]) -> None:
     hub = os.path.join(root, "hub")
-    out = {"free": None, "writable": False, "error": None, "repos": {}}
+    out: Dict[str, Any] = {"free": None, "writable": False, "error": None, "repos": {}}
     try:
         os.makedirs(hub, exist_ok=True)
         probe = os.path.join(hub, ".recipegen-write-test-%d" % os.getpid())
@@ -81,7 +82,7 @@ def scan(root, repos):
 
 # --- send ----------------------------------------------------------------------------------------------------
 
-def connect(host, port, wait=120.0):
+def connect(host: str, port: int, wait: float = 120.0) -> socket.socket:
     deadline = time.monotonic() + wait
     while True:
         try:
@@ -94,12 +95,12 @@ def connect(host, port, wait=120.0):
             time.sleep(0.2)
 
 
-def header(plan):
+def header(plan: Dict[str, Any]) -> bytes:
     data = json.dumps(plan).encode()
     return struct.pack(">Q", len(data)) + data
 
 
-def send(host, port):
+def send(host: str, port: str) -> None:
     plan = json.load(sys.stdin)
     root = plan["root"]
     sock = connect(host, int(port))
@@ -132,7 +133,7 @@ def send(host, port):
 
 # --- recv ----------------------------------------------------------------------------------------------------
 
-def recv_exact(sock, n):
+def recv_exact(sock: socket.socket, n: int) -> bytes:
     buf = bytearray()
     while len(buf) < n:
         part = sock.recv(n - len(buf))
@@ -142,7 +143,7 @@ def recv_exact(sock, n):
     return bytes(buf)
 
 
-def fill(sock, buf, n, what):
+def fill(sock: socket.socket, buf: memoryview, n: int, what: str) -> bytes:
     """The next n bytes of the stream as one chunk: a socket hands out 64 KiB at a time, and each chunk costs
     two queue hand-offs, so chunks of megabytes keep the Python overhead off the data path."""
     pos = 0
@@ -158,11 +159,13 @@ class Worker(threading.Thread):
     """Runs `fn(chunk)` for each queued chunk on its own thread: sending downstream, writing and hashing all
     release the GIL, so the receive loop, the forwarder and the writer overlap."""
 
-    def __init__(self, fn):
+    def __init__(self, fn: Callable[[bytes], Any]) -> None:
         super().__init__(daemon=True)
-        self.fn, self.q, self.error = fn, queue.Queue(maxsize=16), None
+        self.fn = fn
+        self.q: "queue.Queue[Optional[bytes]]" = queue.Queue(maxsize=16)
+        self.error: Optional[BaseException] = None
 
-    def run(self):
+    def run(self) -> None:
         while True:
             item = self.q.get()
             if item is None:
@@ -173,16 +176,16 @@ class Worker(threading.Thread):
                 except Exception as exc:  # reported by whoever owns the worker
                     self.error = exc
 
-    def put(self, item):
+    def put(self, item: bytes) -> None:
         if self.error is None:
             self.q.put(item)
 
-    def finish(self):
+    def finish(self) -> None:
         self.q.put(None)
         self.join()
 
 
-def blob_hasher(name, size):
+def blob_hasher(name: str, size: int) -> Optional[Any]:
     """A hasher whose digest must equal the file's name, or None when the name is not a hash."""
     if HEX64.fullmatch(name):
         return hashlib.sha256()
@@ -196,13 +199,15 @@ def blob_hasher(name, size):
 class FileSink:
     """This node's copy of one file of the stream."""
 
-    def __init__(self, root, entry):
+    def __init__(self, root: str, entry: Dict[str, Any]) -> None:
         self.final = os.path.join(root, "hub", entry["path"])
         self.partial = self.final + PARTIAL
         self.size, self.start = entry["size"], entry["start"]
         self.pos = self.start
         self.hasher = blob_hasher(os.path.basename(self.final), self.size) if "/blobs/" in self.final else None
-        self.f, self.error, self.skip, self.unsynced = None, None, False, 0
+        self.f: Optional[IO[bytes]] = None
+        self.error: Optional[str] = None
+        self.skip, self.unsynced, self.have = False, 0, 0
         if os.path.isfile(self.final) and not os.path.islink(self.final) and os.path.getsize(self.final) == self.size:
             self.skip = True  # complete: renamed only after it was verified
             return
@@ -222,7 +227,7 @@ class FileSink:
                 self.hasher.update(self.f.read(min(CHUNK, have - self.f.tell())))
         self.f.seek(have)
 
-    def take(self, chunk):
+    def take(self, chunk: bytes) -> Optional[bytes]:
         """The part of the stream's next bytes this node lacks (those it already has are passed over)."""
         end, start = self.pos + len(chunk), self.pos
         self.pos = end
@@ -230,17 +235,23 @@ class FileSink:
             return None
         return chunk[max(0, self.have - start):]
 
-    def write(self, part):
+    def abandon(self) -> None:
+        """Stop writing; the partial file stays for the next run."""
+        if self.f is not None:
+            self.f.close()
+
+    def write(self, part: bytes) -> None:
         """Write, and push the bytes to disk every SYNC_EVERY: left to itself the kernel starts writing back only
         once a tenth of memory is dirty, so a big blob would hit the disk all at once in the final fdatasync,
         after the network is done, instead of while it streams."""
+        assert self.f is not None
         self.f.write(part)
         self.unsynced += len(part)
         if self.unsynced >= SYNC_EVERY:
             os.fdatasync(self.f.fileno())
             self.unsynced = 0
 
-    def close(self):
+    def close(self) -> int:
         if self.f is None:
             return 0
         self.f.flush()
@@ -251,10 +262,10 @@ class FileSink:
             os.unlink(self.partial)  # wrong bytes: the next run starts this file over
             raise ValueError("%s: the bytes received hash to %s, not to its name" % (self.final, self.hasher.hexdigest()))
         os.replace(self.partial, self.final)
-        return self.size - self.have
+        return int(self.size - self.have)
 
 
-def place_link(root, entry):
+def place_link(root: str, entry: Dict[str, Any]) -> bool:
     path = os.path.join(root, "hub", entry["path"])
     target = entry["target"]
     if os.path.isabs(target) or os.path.normpath(os.path.join(os.path.dirname(entry["path"]), target)).startswith(".."):
@@ -270,7 +281,7 @@ def place_link(root, entry):
     return True
 
 
-def place_text(root, entry):
+def place_text(root: str, entry: Dict[str, Any]) -> bool:
     path = os.path.join(root, "hub", entry["path"])
     if os.path.isfile(path):
         with open(path, encoding="utf-8") as f:
@@ -283,7 +294,66 @@ def place_text(root, entry):
     return True
 
 
-def recv(root, bind, port, next_host=None, next_port=None):
+class Progress:
+    """Bytes of the stream received and of this node's copy written; a JSON line on stdout twice a second."""
+
+    def __init__(self) -> None:
+        self.got, self.wrote, self.last = 0, 0, 0.0
+
+    def tick(self, got: int) -> None:
+        self.got += got
+        if time.monotonic() - self.last > 0.5:
+            say(got=self.got, wrote=self.wrote)
+            self.last = time.monotonic()
+
+
+def receive_file(root: str, entry: Dict[str, Any], up: socket.socket, buf: memoryview, forward: Optional[Worker],
+                 progress: Progress) -> Optional[str]:
+    """One file's bytes off the stream: every byte passed on downstream, the ones this node lacks written and
+    hashed (on threads of their own: both release the GIL, so they overlap each other and the forwarding).
+    The error that keeps this node's copy of the file from being whole, if any."""
+    error: Optional[str] = None
+    sink: Optional[FileSink] = None
+    try:
+        sink = FileSink(root, entry)
+        error = sink.error
+    except OSError as exc:
+        error = "%s: %s" % (entry["path"], exc)
+    writer = Worker(sink.write) if sink is not None and sink.f is not None else None
+    hasher = Worker(sink.hasher.update) if writer and sink and sink.hasher is not None else None
+    for worker in (writer, hasher):
+        if worker:
+            worker.start()
+    left = entry["size"] - entry["start"]
+    while left:
+        chunk = fill(up, buf, min(CHUNK, left), entry["path"])
+        left -= len(chunk)
+        if forward:
+            forward.put(chunk)
+        part = sink.take(chunk) if writer and sink else None
+        if part and writer:
+            writer.put(part)
+            if hasher:
+                hasher.put(part)
+        progress.tick(len(chunk))
+    if writer is None or sink is None:
+        return error
+    writer.finish()
+    if hasher:
+        hasher.finish()
+    failed = writer.error or (hasher.error if hasher else None)
+    if failed:
+        sink.abandon()
+        return "%s: %s" % (entry["path"], failed)
+    try:
+        progress.wrote += sink.close()
+    except (OSError, ValueError) as exc:
+        return str(exc)
+    return None
+
+
+def recv(root: str, bind: str, port: str, next_host: Optional[str] = None,
+         next_port: Optional[str] = None) -> None:
     server = socket.socket(socket.AF_INET6 if ":" in bind else socket.AF_INET, socket.SOCK_STREAM)
     server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     server.bind((bind, int(port)))
@@ -297,58 +367,22 @@ def recv(root, bind, port, next_host=None, next_port=None):
     raw = recv_exact(up, 8)
     head = recv_exact(up, struct.unpack(">Q", raw)[0])
     plan = json.loads(head)
-    forward = None
-    if next_host:
+    forward: Optional[Worker] = None
+    down: Optional[socket.socket] = None
+    if next_host and next_port:
         down = connect(next_host, int(next_port))
         down.sendall(raw + head)
         forward = Worker(down.sendall)
         forward.start()
-    errors, wrote, got, last = [], 0, 0, 0.0
+    errors: List[str] = []
+    progress = Progress()
     buf = memoryview(bytearray(CHUNK))
     for entry in plan["entries"]:
-        if entry["kind"] != "file":
-            continue
-        try:
-            sink = FileSink(root, entry)
-        except OSError as exc:
-            sink = None
-            errors.append("%s: %s" % (entry["path"], exc))
-        if sink is not None and sink.error:
-            errors.append(sink.error)
-        # writing and hashing on threads of their own: both release the GIL, so they overlap each other and
-        # the forwarding (a disk and a core each, rather than one after the other)
-        writer = Worker(sink.write) if sink is not None and sink.f is not None else None
-        hasher = Worker(sink.hasher.update) if writer and sink.hasher is not None else None
-        for worker in (writer, hasher):
-            if worker:
-                worker.start()
-        left = entry["size"] - entry["start"]
-        while left:
-            chunk = fill(up, buf, min(CHUNK, left), entry["path"])
-            left -= len(chunk)
-            got += len(chunk)
-            if forward:
-                forward.put(chunk)
-            part = sink.take(chunk) if writer else None
-            if part:
-                writer.put(part)
-                if hasher:
-                    hasher.put(part)
-            if time.monotonic() - last > 0.5:
-                say(got=got, wrote=wrote)
-                last = time.monotonic()
-        if writer:
-            writer.finish()
-            if hasher:
-                hasher.finish()
-            if writer.error or (hasher and hasher.error):
-                errors.append("%s: %s" % (entry["path"], writer.error or hasher.error))
-                sink.f.close()
-            else:
-                try:
-                    wrote += sink.close()
-                except (OSError, ValueError) as exc:
-                    errors.append(str(exc))
+        if entry["kind"] == "file":
+            error = receive_file(root, entry, up, buf, forward, progress)
+            if error:
+                errors.append(error)
+    wrote, got = progress.wrote, progress.got
     changed = 0
     if not errors:  # the links only once every blob is whole; the refs last
         for kind in ("link", "ref"):
@@ -359,7 +393,7 @@ def recv(root, bind, port, next_host=None, next_port=None):
                     except (OSError, ValueError) as exc:
                         errors.append(str(exc))
     forward_error = None
-    if forward:
+    if forward and down:
         forward.finish()
         if forward.error is None:
             down.shutdown(socket.SHUT_WR)
@@ -376,7 +410,7 @@ def recv(root, bind, port, next_host=None, next_port=None):
         raise SystemExit(1)
 
 
-def main(argv):
+def main(argv: List[str]) -> None:
     mode, args = argv[0], argv[1:]
     if mode == "scan":
         scan(args[0], args[1:])
