@@ -75,7 +75,7 @@ def place_models(plan: RecipePlan, targets: list[Target]) -> bool:
     from rich.console import Console
     from rich.table import Table
 
-    from generator.transfer.models import _size, revision, sync_models
+    from generator.transfer.models import human_size, revision, sync_models
 
     began = time.monotonic()
     try:
@@ -87,9 +87,9 @@ def place_models(plan: RecipePlan, targets: list[Target]) -> bool:
         sys.exit(130)
     table = Table("node", "model", "result", "bytes", "time", "rate", title=f"models of {plan.recipe.id}")
     for r in results:
-        rate = f"{_size(int(r.bytes / r.seconds))}/s" if r.bytes and r.seconds else "-"
+        rate = f"{human_size(int(r.bytes / r.seconds))}/s" if r.bytes and r.seconds else "-"
         table.add_row(r.node, r.model, r.action if not r.error else f"{r.action}: {r.error}",
-                      _size(r.bytes) if r.bytes else "-", f"{r.seconds:.1f}s" if r.seconds else "-", rate)
+                      human_size(r.bytes) if r.bytes else "-", f"{r.seconds:.1f}s" if r.seconds else "-", rate)
     Console(width=None if sys.stdout.isatty() else 200).print(table)
     failed = sorted({r.node for r in results if r.failed})
     if failed:

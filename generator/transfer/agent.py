@@ -260,7 +260,8 @@ class FileSink:
         name = os.path.basename(self.final)
         if self.hasher is not None and self.hasher.hexdigest() != name:
             os.unlink(self.partial)  # wrong bytes: the next run starts this file over
-            raise ValueError("%s: the bytes received hash to %s, not to its name" % (self.final, self.hasher.hexdigest()))
+            raise ValueError("%s: the bytes received hash to %s, not to its name"
+                             % (self.final, self.hasher.hexdigest()))
         os.replace(self.partial, self.final)
         return int(self.size - self.have)
 

@@ -37,7 +37,7 @@ _DOWNLOAD = ('if command -v hf >/dev/null 2>&1; then set -- hf "$@"; else set --
 class NodeResult:
     node: str
     model: str
-    action: str  # present, source, copied, downloaded, refused, failed
+    action: str  # present, source, downloaded (then the source), copied from X, refused, failed
     bytes: int = 0
     seconds: float = 0.0
     error: str | None = None
@@ -255,6 +255,7 @@ def _sync(helpers: Helpers, targets: list[Target], reporter: Reporter, rev: str 
         return results
     states: dict[str, Scan] = {t.name: scans[t.name] for t in live}  # type: ignore[misc]
     manifests: dict[str, list[hf.Entry]] = {}
+    downloaded: set[str] = set()
     sources: dict[str, Target] = {}
     for model, repo in zip(models, repos):
         source, why = _source(live, states, repo, rev)
@@ -268,6 +269,7 @@ def _sync(helpers: Helpers, targets: list[Target], reporter: Reporter, rev: str 
                 results += [NodeResult(t.name, model, "failed", error=f"download on {first.name} failed: "
                                        f"{reason(exc)}") for t in live]
                 continue
+            downloaded.add(model)
             source, why = _source([first], states, repo, rev)
             if source is None:
                 results += [NodeResult(t.name, model, "failed", error=f"after the download on {first.name}: {why}")
@@ -284,14 +286,15 @@ def _sync(helpers: Helpers, targets: list[Target], reporter: Reporter, rev: str 
         if need and not s.writable:
             refused[target.name] = f"its cache {hf_cache(target)} is not writable: {s.error}"
         elif need and s.free is not None and need > s.free:
-            refused[target.name] = (f"needs {_size(need)} but its cache {hf_cache(target)} has {_size(s.free)} free")
+            refused[target.name] = (f"needs {human_size(need)} but its cache {hf_cache(target)} has "
+                                    f"{human_size(s.free)} free")
     for model in manifests:
         repo, source, entries = hf.repo_folder(model), sources[model], manifests[model]
         todo = []
         for target in live:
             state = _state(states[target.name], repo)
             if target is source:
-                results.append(NodeResult(target.name, model, "source"))
+                results.append(NodeResult(target.name, model, "downloaded" if model in downloaded else "source"))
             elif target.name in refused:
                 results.append(NodeResult(target.name, model, "refused", error=refused[target.name]))
             elif hf.complete(entries, state):
@@ -330,9 +333,13 @@ def _source(live: list[Target], states: dict[str, Scan], repo: str, rev: str | N
     return None, why
 
 
-def _size(n: int) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if n < 1024 or unit == "TiB":
-            return f"{n:.1f} {unit}" if unit != "B" else f"{n} B"
-        n /= 1024  # type: ignore[assignment]
-    return f"{n} B"
+def human_size(n: int) -> str:
+    """1.5 GiB, 300.0 MiB: sizes as people read them."""
+    if n < 1024:
+        return f"{n} B"
+    size = float(n)
+    for unit in ("KiB", "MiB", "GiB", "TiB"):
+        size /= 1024
+        if size < 1024 or unit == "TiB":
+            break
+    return f"{size:.1f} {unit}"
