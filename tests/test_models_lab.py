@@ -294,3 +294,32 @@ def test_a_target_whose_cache_is_not_writable_is_refused(project: Path, clean_la
     assert "spark2" in proc.stderr.splitlines()[-1] and "spark3" not in proc.stderr.splitlines()[-1]
     assert "is not writable" in " ".join(proc.stdout.split()), proc.stdout
     assert layout(c.hf_cache, MODEL) == layout(a.hf_cache, MODEL)
+
+
+def test_progress_on_a_terminal_shows_each_receiving_node(project: Path, clean_lab: Lab) -> None:
+    """On a terminal the copy draws rich progress rows, one per receiving node (bytes, rate, ETA)."""
+    import pty
+
+    lab = clean_lab
+    put_model(lab.nodes[0].hf_cache, MODEL, 8 << 20)
+    put_model(lab.nodes[0].hf_cache, DRAFT, 1 << 20)
+    main, side = pty.openpty()
+    proc = subprocess.Popen(["recipegen", "models", "spec"], cwd=project, env={**lab.env, "COLUMNS": "160"},
+                            stdin=side, stdout=side, stderr=side)
+    os.close(side)
+    seen = b""
+    while True:
+        try:
+            data = os.read(main, 65536)
+        except OSError:  # the terminal closed: the program ended
+            break
+        if not data:
+            break
+        seen += data
+    os.close(main)
+    assert proc.wait(timeout=120) == 0, seen.decode(errors="replace")
+    text = seen.decode(errors="replace")
+    assert "Traceback" not in text
+    for node in ("spark2", "spark3"):
+        assert f"{node} {MODEL}" in text
+    assert "MiB" in text and "models of spec" in text
