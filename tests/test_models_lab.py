@@ -323,3 +323,24 @@ def test_progress_on_a_terminal_shows_each_receiving_node(project: Path, clean_l
     for node in ("spark2", "spark3"):
         assert f"{node} {MODEL}" in text
     assert "MiB" in text and "models of spec" in text
+
+
+def test_a_node_without_the_image_is_named_with_the_fix(project: Path, clean_lab: Lab) -> None:
+    lab = clean_lab
+    image = "lab-org/only-here:1"
+    lab.docker(lab.nodes[0], "tag", IMAGE, image)
+    lab.docker(lab.nodes[1], "tag", IMAGE, image)
+    recipe = project / "recipes" / "spec" / "recipe.toml"
+    recipe.write_text(RECIPE.replace(f'docker_image = "{IMAGE}"', f'docker_image = "{image}"'))
+    put_model(lab.nodes[0].hf_cache, MODEL, 1 << 20)
+    put_model(lab.nodes[0].hf_cache, DRAFT, 1 << 20)
+    try:
+        proc = models(lab, project)
+    finally:
+        for node in lab.nodes[:2]:
+            lab.docker(node, "rmi", image, check=False)
+    assert proc.returncode == 1
+    text = " ".join(proc.stdout.split())
+    assert f"image {image} is not on this node (the helpers run it): `recipegen images spec` first" in text, text
+    assert proc.stderr.splitlines()[-1].startswith("spec: models not in place on spark3 ")
+    assert layout(lab.nodes[1].hf_cache, MODEL) == layout(lab.nodes[0].hf_cache, MODEL)

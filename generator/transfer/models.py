@@ -94,7 +94,9 @@ class Helpers:
             self.started.append((target, name))
         env_flags = [w for n in env for w in ("-e", n)]  # by name: docker takes the value from our environment
         return target.docker.command(
-            "run", "--rm", *(["-i"] if stdin else []), "--name", name, "--label", f"{LABEL_PREFIX}.transfer=1",
+            # --pull never: a node without the image says so at once (`recipegen images`), it does not start
+            # pulling tens of GB for a helper
+            "run", "--rm", "--pull", "never", *(["-i"] if stdin else []), "--name", name, "--label", f"{LABEL_PREFIX}.transfer=1",
             "--network", "host", "-v", f"{hf_cache(target)}:{ROOT}", *env_flags, "--entrypoint", entrypoint,
             target.plan.image, *(("-c", AGENT) if entrypoint == "python3" else ()), *args)
 
@@ -249,7 +251,8 @@ def _sync(helpers: Helpers, targets: list[Target], reporter: Reporter, rev: str 
     repos = [hf.repo_folder(m) for m in models]
     scans = each(targets, lambda t: scan(helpers, t, repos))
     dead = {n: s for n, s in scans.items() if isinstance(s, BaseException)}
-    results += [NodeResult(n, ", ".join(models), "failed", error=f"scan failed: {reason(e)}") for n, e in dead.items()]
+    results += [NodeResult(n, ", ".join(models), "failed", error=_scan_failure(e, plan.image, plan.recipe_id))
+                for n, e in dead.items()]
     live = [t for t in targets if t.name not in dead]
     if not live:
         return results
@@ -313,6 +316,15 @@ def _sync(helpers: Helpers, targets: list[Target], reporter: Reporter, rev: str 
             results.append(NodeResult(target.name, model, "failed" if err else f"copied from {source.name}",
                                       0 if err else total, took, err))
     return results
+
+
+def _scan_failure(exc: BaseException, image: str, recipe_id: str) -> str:
+    """Why a node could not be scanned; the helpers run the recipe's image, so a node without it says so."""
+    detail = reason(exc)
+    lowered = detail.lower()
+    if any(s in lowered for s in ("unable to find image", "no such image", "pull access denied")):
+        return f"image {image} is not on this node (the helpers run it): `recipegen images {recipe_id}` first"
+    return f"scan failed: {detail}"
 
 
 def _state(scan_: Scan, repo: str) -> hf.RepoState:
