@@ -40,11 +40,12 @@ def timed(cmd: list[str], cwd: Path, expect: int = 0) -> tuple[float, int]:
     """Wall seconds and peak RSS (KiB) of one run."""
     start = time.perf_counter()
     proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    stderr = proc.stderr.read()  # drained before waiting: a child with more than a pipe's worth would block
     _, status, usage = os.wait4(proc.pid, 0)
     elapsed = time.perf_counter() - start
     code = os.waitstatus_to_exitcode(status)
     if code != expect:
-        sys.exit(f"{' '.join(cmd)} exited {code}: {proc.stderr.read().decode()[-500:]}")
+        sys.exit(f"{' '.join(cmd)} exited {code}: {stderr.decode()[-500:]}")
     return elapsed, usage.ru_maxrss
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Iterator
 from pathlib import Path
 
 from generator.diagnostics import Diagnostic, RecipegenError
@@ -32,10 +32,9 @@ class BuildResult:
 class _Outcome:
     """What compiling one recipe gives back across a process boundary: texts and findings, not the plan."""
 
-    recipe_id: str | None
+    recipe_id: str | None  # None: the recipe failed, and `findings` say why
     files: dict[str, str]
     findings: list[Diagnostic]
-    failed: bool
 
 
 def compile_recipes(recipe_paths: list[Path], cluster: Cluster, root: Path, out_dir: Path,
@@ -53,7 +52,7 @@ def compile_recipes(recipe_paths: list[Path], cluster: Cluster, root: Path, out_
 
         # fork: the workers inherit the loaded modules, compiled schemas and templates of this process.
         pool = multiprocessing.get_context("fork").Pool(cores)
-        outcomes = pool.imap(_compile_star, work, chunksize=max(1, len(work) // (cores * 8)))
+        outcomes: Iterator[_Outcome] = pool.imap(_compile_star, work, chunksize=max(1, len(work) // (cores * 8)))
     else:
         pool = None
         outcomes = (_compile_outcome(*item) for item in work)
@@ -61,14 +60,15 @@ def compile_recipes(recipe_paths: list[Path], cluster: Cluster, root: Path, out_
     errors: list[Diagnostic] = []
     try:
         for outcome in outcomes:
-            if outcome.failed:
+            recipe_id = outcome.recipe_id
+            if recipe_id is None:
                 errors.extend(outcome.findings)
                 continue
-            result.recipe_ids.append(outcome.recipe_id)
+            result.recipe_ids.append(recipe_id)
             result.files.update(outcome.files)
             result.warnings.extend(outcome.findings)
             if on_result is not None and not errors:  # once one recipe failed nothing will be written
-                on_result(outcome.recipe_id, outcome.files)
+                on_result(recipe_id, outcome.files)
     finally:
         if pool is not None:
             pool.terminate()
@@ -77,7 +77,7 @@ def compile_recipes(recipe_paths: list[Path], cluster: Cluster, root: Path, out_
     return result
 
 
-def _compile_star(item: tuple) -> _Outcome:
+def _compile_star(item: tuple[Path, Cluster, Path, Path, bool]) -> _Outcome:
     return _compile_outcome(*item)
 
 
@@ -85,8 +85,8 @@ def _compile_outcome(path: Path, cluster: Cluster, root: Path, out_dir: Path, st
     try:
         plan, files, findings = compile_one(path, cluster, root, out_dir, strict)
     except RecipegenError as exc:
-        return _Outcome(None, {}, exc.diagnostics, True)
-    return _Outcome(plan.recipe.id, files, findings, False)
+        return _Outcome(None, {}, exc.diagnostics)
+    return _Outcome(plan.recipe.id, files, findings)
 
 
 def compile_one(path: Path, cluster: Cluster, root: Path, out_dir: Path,

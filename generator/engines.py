@@ -141,8 +141,9 @@ def _vllm_ray(recipe: Recipe, cluster: Cluster, rank: int, head: Node, node: Nod
     return RankCommand(engine.argv, engine.compiler_words, ray_head=start)
 
 
-def _sglang(recipe, cluster, rank, head, multi, user) -> RankCommand:
-    owned = ["--model-path", recipe.model, "--tp", str(recipe.tensor_parallel_size)]
+def _sglang(recipe: Recipe, cluster: Cluster, rank: int, head: Node, multi: bool, user: list[str]) -> RankCommand:
+    # --tp-size is the flag's name; `--tp` works only as an argparse abbreviation of it.
+    owned = ["--model-path", recipe.model, "--tp-size", str(recipe.tensor_parallel_size)]
     if recipe.pipeline_parallel_size > 1:
         owned += ["--pp-size", str(recipe.pipeline_parallel_size)]
     if multi:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from generator.argwords import group_flags
 from generator.model import RECIPE_SCALARS, Origin
-from generator.plan import NodePlan, RecipePlan
+from generator.plan import Launch, NodePlan, RecipePlan
 
 
 @dataclass(frozen=True)
@@ -52,7 +52,7 @@ def _node_section(plan: RecipePlan, node: NodePlan) -> tuple[str, list[Line]]:
         else:
             lines.append(Line("  " + " ".join(_quote(a.word) for a in group.args), group.args[0].origin))
     if node.launch is not None:
-        lines += _launch_lines(node)
+        lines += _launch_lines(node, node.launch)
     lines.append(Line("environment:"))
     for var in node.env:
         note = "overrides " + ", ".join(o.layer for o in var.overrides) if var.overrides else ""
@@ -64,9 +64,8 @@ def _node_section(plan: RecipePlan, node: NodePlan) -> tuple[str, list[Line]]:
     return title, lines
 
 
-def _launch_lines(node: NodePlan) -> list[Line]:
+def _launch_lines(node: NodePlan, launch: Launch) -> list[Line]:
     """What the launcher runs before the command above, in order."""
-    launch = node.launch
     lines = [Line("before the command (the launcher, in order):")]
     lines += [Line(f"  setup: {step.word}", step.origin) for step in launch.setup]
     lines += [Line(f"  mod {mod.name}: cd {mod.directory} && ./run.sh", mod.origin) for mod in launch.mods]

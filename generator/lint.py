@@ -7,34 +7,49 @@ the schema covers what it can express (types, enums, patterns) and the editor sh
 from __future__ import annotations
 
 import json
-import posixpath
 import re
 from dataclasses import dataclass
-from typing import Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
-from generator.argwords import FlagGroup, group_flags, json_problem
+from generator.argwords import group_flags, json_problem
 from generator.diagnostics import Diagnostic, Severity
 from generator.engines import OWNED_ENV, OWNED_FLAGS, OWNED_RAY_FLAGS
-from generator.model import HF_CACHE_IN_CONTAINER, Cluster, NodeChoiceError, Origin, Recipe
-from generator.tomldoc import TomlDocument
+from generator.model import (HF_CACHE_IN_CONTAINER, Cluster, FlagGroup, Mount, NodeChoiceError, Origin, Recipe,
+                             container_target)
+from generator.tomldoc import KeyPath, TomlDocument, format_key
+
+if TYPE_CHECKING:  # engineflags loads its data on import: only a lint run that checks flags pays for it
+    from generator.engineflags import Lookup, Release
 
 ERROR, WARNING = Severity.ERROR, Severity.WARNING
 FABRIC_ENV = re.compile(r"^(NCCL_|UCX_|GLOO_|TP_SOCKET_|OMPI_MCA_btl_tcp_if|NVSHMEM_)")
-# Formats of real tokens: Hugging Face, OpenAI-style, GitHub, GitLab, Slack, AWS access keys, JWTs.
+# Formats of real tokens: Hugging Face, OpenAI-style, GitHub, GitLab, Slack, AWS access keys, JWTs; a URL carrying
+# a password (https://user:pw@host, also git+ssh://, redis://), an HTTP Authorization value (Bearer / Basic).
 SECRET_VALUE = re.compile(r"(hf_[A-Za-z0-9]{30,}|sk-[A-Za-z0-9_-]{20,}|gh[pousr]_[A-Za-z0-9]{30,}"
                           r"|glpat-[A-Za-z0-9_-]{20,}|xox[baprs]-[A-Za-z0-9-]{10,}|AKIA[0-9A-Z]{16}"
-                          r"|eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\.)")
-# Whole words of a variable name: HF_TOKEN, OPENAI_API_KEY, AWS_SECRET_ACCESS_KEY; not TOKENIZERS_PARALLELISM.
-SECRET_NAME = re.compile(r"(^|[_-])(TOKEN|SECRET|PASSWORD|PASSWD|PASS|API[_-]?KEY|ACCESS[_-]KEY|PRIVATE[_-]KEY"
-                         r"|CREDENTIALS?)($|[_-])", re.I)
-# Docker's *_FILE convention and friends name where a secret lives, not the secret.
-NOT_A_SECRET_NAME = re.compile(r"[_-](FILE|PATH|DIR|MOUNT)$", re.I)
+                          r"|eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\."
+                          r"|[A-Za-z][A-Za-z0-9+.-]*://[^/\s:@]*:[^/\s@]+@"
+                          r"|\b(?:[Bb]earer|BEARER|[Bb]asic|BASIC)\s+[A-Za-z0-9._~+/-]{8,}=*)")
+# Whole words of a variable name: HF_TOKEN, OPENAI_API_KEY, AWS_SECRET_ACCESS_KEY, SSH_PASSPHRASE; a name ending
+# in TOKEN (HFTOKEN) or _KEY (WANDB_KEY, OPENAI_KEY); not TOKENIZERS_PARALLELISM, MAX_NUM_BATCHED_TOKENS or
+# NCCL_IB_GID_INDEX.
+SECRET_NAME = re.compile(r"(^|[_-])(TOKEN|SECRET|PASSWORD|PASSWD|PASS|PASSPHRASE|API[_-]?KEY|ACCESS[_-]KEY"
+                         r"|PRIVATE[_-]KEY|CREDENTIALS?)($|[_-])|TOKEN$|[_-]KEY$", re.I)
+# Docker's *_FILE convention and friends name where a secret lives, not the secret; a public key, and the keys
+# of caches, sorts and maps, are not secrets.
+NOT_A_SECRET_NAME = re.compile(r"[_-](FILE|PATH|DIR|MOUNT)$|(^|[_-])(PUBLIC|CACHE|SORT|HASH|PARTITION|SHARD|ROUTING"
+                               r"|PRIMARY|LOOKUP|INDEX|MAP|GROUP)[_-]KEY$", re.I)
 
 
 def secret_name(name: str) -> bool:
     return bool(SECRET_NAME.search(name)) and not NOT_A_SECRET_NAME.search(name)
+
+
 SECRET_FIX = ("secrets must not be written in recipes or clusters (they would land in committed out/): export it in "
               "the shell that deploys and list its name in `pass_env`, so Compose passes it through at `up`")
+
+
+Findings = Iterator[tuple[Origin, str | None, str]]  # (where, key, message) of each problem a rule finds
 
 
 @dataclass(frozen=True)
@@ -42,15 +57,18 @@ class Rule:
     id: str
     severity: Severity
     summary: str
-    check: Callable[[Recipe, Cluster | None], Iterator[tuple[Origin, str | None, str]]]
+    check: Callable[[Recipe, Cluster | None], Findings]
     needs_cluster: bool = False  # without a cluster it is skipped or checks defaults: `validate` says so
 
 
 RULES: list[Rule] = []
 
 
-def rule(rule_id: str, severity: Severity, summary: str, needs_cluster: bool = False):
-    def register(fn):
+Check = Callable[[Recipe, "Cluster | None"], Findings]
+
+
+def rule(rule_id: str, severity: Severity, summary: str, needs_cluster: bool = False) -> Callable[[Check], Check]:
+    def register(fn: Check) -> Check:
         RULES.append(Rule(rule_id, severity, summary, fn, needs_cluster))
         return fn
     return register
@@ -64,8 +82,9 @@ def lint_recipe(recipe: Recipe, cluster: Cluster | None) -> list[Diagnostic]:
             file = origin.file or child
             if file != child:  # a parent's line: say which recipe it is a problem for
                 message += f" (inherited by {child})"
-            found.append(Diagnostic(file, origin.line, 1 if origin.line else None, key, message, r.severity, r.id))
-    return sorted(set(found), key=lambda d: (d.file, d.line or 0, d.rule or "", d.message))
+            line = origin.line
+            found.append(Diagnostic(file, line, (origin.col or 1) if line else None, key, message, r.severity, r.id))
+    return sorted(set(found), key=lambda d: (d.file, d.line or 0, d.col or 0, d.rule or "", d.message))
 
 
 def _flags(recipe: Recipe) -> list[FlagGroup]:
@@ -85,7 +104,7 @@ def _number(group: FlagGroup | None) -> float | None:
 
 
 @rule("owned-flag", ERROR, "a flag the compiler writes itself (parallel sizes, rank wiring, the model)")
-def _owned_flag(recipe, cluster):
+def _owned_flag(recipe: Recipe, cluster: Cluster | None) -> Findings:
     owned = OWNED_FLAGS[recipe.engine]
     for group in _flags(recipe):
         if group.flag in owned:
@@ -101,7 +120,7 @@ def _owned_flag(recipe, cluster):
 
 
 @rule("owned-env", ERROR, "an environment variable the compiler sets per rank")
-def _owned_env(recipe, cluster):
+def _owned_env(recipe: Recipe, cluster: Cluster | None) -> Findings:
     for name in OWNED_ENV:
         if name in recipe.env:
             yield recipe.env_origins[name], f"env.{name}", (f"'{name}' is set per rank by the compiler from the "
@@ -109,18 +128,30 @@ def _owned_env(recipe, cluster):
 
 
 @rule("bad-json", ERROR, "a JSON-valued flag whose value does not parse")
-def _bad_json(recipe, cluster):
+def _bad_json(recipe: Recipe, cluster: Cluster | None) -> Findings:
     for group in _flags(recipe):
         for value in group.values[:1]:
             problem = json_problem(value)
             if problem:
                 yield (group.args[0].origin, "args",
-                       f"'{group.flag}' value is not valid JSON: {problem}: {value.strip()[:60]}")
+                       f"'{group.flag}' value is not valid JSON: {problem}: {value.strip()[:60]}"
+                       + _json_quoting_hint(group))
+
+
+def _json_quoting_hint(group: FlagGroup) -> str:
+    """JSON written without shell quotes loses its double quotes and splits at its blanks (args are shell
+    words): say so, since the message about the broken JSON alone sends people looking for a typo."""
+    value = group.values[0]
+    if len(group.values) == 1 and '"' in value:
+        return ""  # the quotes survived: a real JSON typo
+    words = f"{len(group.values)} words" if len(group.values) > 1 else "1 word without its double quotes"
+    return (f"; args are split as a shell does and this JSON became {words}: wrap it in single quotes inside "
+            "the string, e.g. \"'{\\\"method\\\": \\\"mtp\\\"}'\"")
 
 
 @rule("pass-env", ERROR, "a pass_env name that also has a value in the recipe or the cluster",
       needs_cluster=True)
-def _pass_env(recipe, cluster):
+def _pass_env(recipe: Recipe, cluster: Cluster | None) -> Findings:
     valued = set(recipe.env) | set(OWNED_ENV)
     if cluster is not None:
         valued |= set(cluster.env) | {k for n in cluster.nodes for k in n.env}
@@ -131,25 +162,35 @@ def _pass_env(recipe, cluster):
                    "(or is set by the compiler): keep one")
 
 
-@rule("mount-target", ERROR, "an extra mount on a path the compiler mounts itself")
-def _mount_target(recipe, cluster):
+@rule("mount-target", ERROR, "an extra mount on /, on a path the compiler mounts, or twice on one folder")
+def _mount_target(recipe: Recipe, cluster: Cluster | None) -> Findings:
     reserved = {HF_CACHE_IN_CONTAINER: "the Hugging Face cache (set hf_cache in the cluster)",
                 "/dev/shm": "shared memory (set shm_size)"}
-    for mount in recipe.mounts:
-        target = posixpath.normpath(mount.container)
-        if target in reserved:
-            yield mount.origin, "extra_mounts", f"{mount.container} is {reserved[target]}; mount elsewhere"
+    seen: dict[str, Mount] = {}
+    for mount in recipe.mounts:  # compared as the container resolves them: //dev/shm is /dev/shm
+        target = container_target(mount.container)
+        if target == "/":
+            yield mount.origin, "extra_mounts", f"'{mount.container}' is the container's root: Docker refuses it"
+        elif target in reserved:
+            yield mount.origin, "extra_mounts", f"'{mount.container}' is {reserved[target]}; mount elsewhere"
+        elif target in seen:
+            first = seen[target]
+            yield (mount.origin, "extra_mounts",
+                   f"'{mount.container}' and '{first.container}' (line {first.origin.line}) are both {target}: "
+                   "one folder takes one mount; keep one")
+        else:
+            seen[target] = mount
 
 
 @rule("remove-unused", WARNING, "remove_args / remove_env naming what no parent sets")
-def _remove_unused(recipe, cluster):
+def _remove_unused(recipe: Recipe, cluster: Cluster | None) -> Findings:
     for origin, key, name in recipe.unused_removals:
         yield origin, key, f"'{name}' is not set by any parent recipe: nothing to remove (a typo?)"
 
 
 @rule("duplicate-flag", WARNING, "the same flag given twice (the engine silently keeps one)")
-def _duplicate_flag(recipe, cluster):
-    seen: dict[str, FlagGroup] = {}
+def _duplicate_flag(recipe: Recipe, cluster: Cluster | None) -> Findings:
+    seen: dict[str | None, FlagGroup] = {}
     for group in _flags(recipe):
         if group.flag in seen:
             first = seen[group.flag].args[0].origin
@@ -164,7 +205,7 @@ DATA_PARALLEL_FLAGS = {"vllm": ("--data-parallel-size", "-dp"), "sglang": ("--dp
 
 @rule("parallel-size", ERROR, "tensor x pipeline (x data) parallel size must equal the GPUs of the nodes used",
       needs_cluster=True)
-def _parallel_size(recipe, cluster):
+def _parallel_size(recipe: Recipe, cluster: Cluster | None) -> Findings:
     gpus_per_node = cluster.gpus_per_node if cluster else 1
     world = recipe.tensor_parallel_size * recipe.pipeline_parallel_size
     dp_group = next((g for g in reversed(_flags(recipe)) if g.flag in DATA_PARALLEL_FLAGS[recipe.engine]), None)
@@ -186,7 +227,7 @@ def _parallel_size(recipe, cluster):
 
 @rule("too-many-nodes", ERROR, "the recipe needs more nodes than the cluster has, or names nodes it lacks",
       needs_cluster=True)
-def _too_many_nodes(recipe, cluster):
+def _too_many_nodes(recipe: Recipe, cluster: Cluster | None) -> Findings:
     if cluster is None:
         return
     try:
@@ -196,13 +237,13 @@ def _too_many_nodes(recipe, cluster):
 
 
 @rule("sglang-backend", ERROR, "SGLang wires its ranks itself; the ray backend is vLLM's")
-def _sglang_backend(recipe, cluster):
+def _sglang_backend(recipe: Recipe, cluster: Cluster | None) -> Findings:
     if recipe.engine == "sglang" and recipe.distributed_backend == "ray":
         yield recipe.origins["distributed_backend"], "distributed_backend", "SGLang supports the 'mp' backend only"
 
 
 @rule("cudagraph-capture", WARNING, "with speculative decoding, cudagraph capture size should be max_num_seqs x (k+1)")
-def _cudagraph_capture(recipe, cluster):
+def _cudagraph_capture(recipe: Recipe, cluster: Cluster | None) -> Findings:
     spec = _last(recipe, "--speculative-config")
     capture = _last(recipe, "--max-cudagraph-capture-size")
     seqs = _last(recipe, "--max-num-seqs")
@@ -213,7 +254,8 @@ def _cudagraph_capture(recipe, cluster):
     except (ValueError, AttributeError, TypeError):
         return
     want = int(_number(seqs) or 0) * (k + 1)
-    if k and _number(capture) is not None and int(_number(capture)) != want:
+    captured = _number(capture)
+    if k and captured is not None and int(captured) != want:
         yield (capture.args[0].origin, "args",
                f"--max-cudagraph-capture-size {capture.values[0]} should be --max-num-seqs x (k+1) = "
                f"{seqs.values[0]} x {k + 1} = {want} with num_speculative_tokens = {k}")
@@ -226,10 +268,10 @@ def _memory_fraction(recipe: Recipe) -> tuple[FlagGroup | None, float | None]:
 
 @rule("gpu-memory", WARNING, "--gpu-memory-utilization above the cluster's ceiling (unified memory)",
       needs_cluster=True)
-def _gpu_memory(recipe, cluster):
+def _gpu_memory(recipe: Recipe, cluster: Cluster | None) -> Findings:
     group, value = _memory_fraction(recipe)
     ceiling = cluster.gpu_memory_ceiling if cluster else 0.9
-    if value is not None and ceiling < value <= 1:
+    if group is not None and value is not None and ceiling < value <= 1:
         yield (group.args[0].origin, "args",
                f"{group.flag} {value} is above the cluster's gpu_memory_ceiling {ceiling}: GB10 memory is unified, "
                "so the OS, the page cache and the weights' staging share what this leaves; under load the node can "
@@ -237,9 +279,9 @@ def _gpu_memory(recipe, cluster):
 
 
 @rule("gpu-memory-range", ERROR, "--gpu-memory-utilization / --mem-fraction-static outside (0, 1]")
-def _gpu_memory_range(recipe, cluster):
+def _gpu_memory_range(recipe: Recipe, cluster: Cluster | None) -> Findings:
     group, value = _memory_fraction(recipe)
-    if value is not None and not 0 < value <= 1:
+    if group is not None and value is not None and not 0 < value <= 1:
         yield (group.args[0].origin, "args",
                f"{group.flag} {group.values[0]} is a fraction of the GPU's memory: the engine refuses values "
                "outside (0, 1] at start-up")
@@ -247,12 +289,12 @@ def _gpu_memory_range(recipe, cluster):
 
 @rule("fabric-env", WARNING, "a recipe env var overriding the cluster's fabric variables",
       needs_cluster=True)
-def _fabric_env(recipe, cluster):
+def _fabric_env(recipe: Recipe, cluster: Cluster | None) -> Findings:
     if cluster is None:
         return
     fabric = set(cluster.env) | {k for n in cluster.nodes for k in n.env}
     for name, value in recipe.env.items():
-        same = all({**cluster.env, **n.env}.get(name) == value for n in cluster.nodes)
+        same = all(cluster.node_env(n).get(name) == value for n in cluster.nodes)
         if FABRIC_ENV.match(name) and name in fabric and not same:  # restating the cluster's value is harmless
             yield (recipe.env_origins[name], f"env.{name}",
                    f"overrides the cluster's {name}: fabric variables belong to the cluster (per node where names "
@@ -260,7 +302,7 @@ def _fabric_env(recipe, cluster):
 
 
 @rule("secret", ERROR, "a value that looks like a secret in a recipe")
-def _secret(recipe, cluster):
+def _secret(recipe: Recipe, cluster: Cluster | None) -> Findings:
     for name, value in recipe.env.items():
         if value and (SECRET_VALUE.search(value) or secret_name(name)):
             yield recipe.env_origins[name], f"env.{name}", f"looks like a secret: {SECRET_FIX}"
@@ -279,7 +321,7 @@ def _secret(recipe, cluster):
 
 @rule("shell-literal", WARNING, "a word sh would have expanded or cut ($, backticks, ; | & < > ( ), a leading # or ~, "
                                 "a glob): recipegen runs no shell, the engine gets it as written")
-def _shell_literal(recipe, cluster):
+def _shell_literal(recipe: Recipe, cluster: Cluster | None) -> Findings:
     for arg in recipe.args:
         if arg.shell:
             shown = arg.word if len(arg.word) <= 60 else arg.word[:57] + "..."
@@ -288,11 +330,65 @@ def _shell_literal(recipe, cluster):
                                        "as written, or write the value it stands for")
 
 
+# The entrypoints whose flags are the engine's server flags; any other entrypoint (a wrapper script) is not checked.
+ENGINE_SERVERS = {"vllm": ("vllm serve", "vllm.entrypoints.openai.api_server"),
+                  "sglang": ("sglang.launch_server", "sglang serve")}
+
+
+def _engine_flag_groups(recipe: Recipe) -> tuple[Release | None, list[tuple[FlagGroup, Lookup]]]:
+    """(release, [(group, lookup)]) for the recipe's non-owned flags, or (None, []) when there is nothing to check.
+
+    engineflags (and its data file) is imported here, on first use: only a run that lints pays for it.
+    """
+    from generator import engineflags
+
+    command = " ".join(recipe.entrypoint)
+    if not any(server in command for server in ENGINE_SERVERS.get(recipe.engine, ())):
+        return None, []
+    release = engineflags.release_for_image(recipe.engine, recipe.docker_image)
+    if release is None:
+        return None, []
+    owned = OWNED_FLAGS[recipe.engine]
+    return release, [(g, engineflags.lookup(release, g.args[0].word)) for g in _flags(recipe) if g.flag not in owned]
+
+
+@rule("unknown-flag", WARNING, "a flag the engine release the image runs does not accept (did-you-mean)")
+def _unknown_flag(recipe: Recipe, cluster: Cluster | None) -> Findings:
+    from generator import engineflags
+
+    release, checked = _engine_flag_groups(recipe)
+    if release is None:
+        return
+    for group, found in checked:
+        if found.spec is not None and not found.abbreviation:
+            continue
+        name = group.args[0].word.split("=", 1)[0]
+        if not release.exact and engineflags.known_in_some_release(recipe.engine, name):
+            continue  # the image's release is a guess and some release has the flag: not sure enough to warn
+        assumed = "" if release.exact else f" ({release.why})"
+        yield (group.args[0].origin, "args", f"'{name}' is not a {release} flag; {found.problem}{assumed}")
+
+
+@rule("flag-value", ERROR, "a flag value the engine cannot parse (a number, a choice, a switch given a value)")
+def _flag_value(recipe: Recipe, cluster: Cluster | None) -> Findings:
+    from generator import engineflags
+
+    release, checked = _engine_flag_groups(recipe)
+    if release is None:
+        return
+    for group, found in checked:
+        if found.spec is None or (not release.exact and not engineflags.same_type_everywhere(release, found.spec)):
+            continue
+        problem = engineflags.value_problem(found.spec, group.values, sure_of_choices=release.exact)
+        if problem:
+            yield group.args[0].origin, "args", f"'{group.flag}' {problem} ({release})"
+
+
 def lint_cluster(doc: TomlDocument) -> list[Diagnostic]:
     """Rules over a cluster file alone: secrets."""
     found = []
 
-    def walk(value, path):
+    def walk(value: Any, path: KeyPath) -> None:
         if path and path[-1] == "pass_env":
             return  # names of variables passed through, not values
         if isinstance(value, dict):
@@ -309,6 +405,17 @@ def lint_cluster(doc: TomlDocument) -> list[Diagnostic]:
     walk(doc.data, ())
     envs = [(("env",), doc.data.get("env", {}))] + [(("nodes", i, "env"), n.get("env", {}))
                                                     for i, n in enumerate(doc.data.get("nodes", []))]
+    valued = {name: path + (name,) for path, env in envs for name in env}
+    for i, name in enumerate(doc.data.get("pass_env", [])):  # as the recipe's pass-env rule, for the cluster
+        if name in OWNED_ENV:
+            found.append(doc.diagnostic(("pass_env", i), f"'{name}' is set per rank by the compiler from the nodes' "
+                                                         "addresses: it cannot be passed from the deploying shell",
+                                        rule="pass-env"))
+        elif name in valued:
+            found.append(doc.diagnostic(("pass_env", i), f"'{name}' is passed from the deploying shell but also has "
+                                                         f"a value at {format_key(valued[name])} (line "
+                                                         f"{doc.key_position(valued[name]).line}): keep one",
+                                        rule="pass-env"))
     for path, env in envs:
         for name in OWNED_ENV:
             if name in env:
@@ -316,3 +423,25 @@ def lint_cluster(doc: TomlDocument) -> list[Diagnostic]:
                                                             "nodes' addresses; this value is not used",
                                             at_value=False, rule="owned-env", severity=WARNING))
     return found
+
+
+@rule("engine-release", WARNING, "the image's engine release lacks a flag the compiler writes (rank wiring)")
+def _engine_release(recipe: Recipe, cluster: Cluster | None) -> Findings:
+    """The compiler's own words must be ones the engine accepts: vLLM's multi-node `mp` wiring (--nnodes,
+    --node-rank, --master-addr, --master-port) exists only in newer releases."""
+    from generator import engineflags
+
+    if recipe.engine != "vllm" or recipe.distributed_backend != "mp" or recipe.required_nodes < 2:
+        return
+    release = engineflags.release_for_image(recipe.engine, recipe.docker_image)
+    if release is None or not release.exact:
+        return
+    wiring = ("--nnodes", "--node-rank", "--master-addr", "--master-port")
+    missing = [flag for flag in wiring if engineflags.lookup(release, flag).spec is None]
+    if missing:
+        having = engineflags.releases_with(recipe.engine, missing[0])
+        since = f" (it is in {having[0]} and later)" if having else ""
+        yield (recipe.origins.get("docker_image", recipe.document.origin("recipe", ())), "docker_image",
+               f"{release} has no {', '.join(missing)}{since}: the multi-node wiring recipegen writes for "
+               "distributed_backend = 'mp' would be refused at boot; use a newer image, or distributed_backend = "
+               "'ray'")

@@ -5,12 +5,14 @@ Shared by every stage (kompose's habit: constants and data objects live with the
 
 from __future__ import annotations
 
+import posixpath
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
-from generator.origin import COMPILER, DEFAULT, Origin  # noqa: F401  (re-exported: the data objects' vocabulary)
+# Re-exported: the data objects' vocabulary (`from generator.model import Origin` keeps working).
+from generator.origin import COMPILER as COMPILER, DEFAULT as DEFAULT, Origin as Origin
 from generator.tomldoc import TomlDocument
 
 # The recipe id is the Compose project name (`name:`) and the Swarm stack name: Compose's rule, no dots.
@@ -19,6 +21,13 @@ RECIPE_ID = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
 ENGINE_DEFAULT_ENTRYPOINT = {"vllm": ("vllm", "serve"), "sglang": ("python3", "-m", "sglang.launch_server")}
 ENGINE_DEFAULT_PORT = {"vllm": 8000, "sglang": 30000}
 HF_CACHE_IN_CONTAINER = "/root/.cache/huggingface"
+
+
+def container_target(path: str) -> str:
+    """A mount target as the container sees it: `//dev/shm`, `/m/`, `/a/./b` and `/x/../m` name the folders
+    /dev/shm, /m, /a/b and /m (POSIX keeps a leading `//` apart; Linux does not)."""
+    normal = posixpath.normpath(path)
+    return "/" + normal.lstrip("/") if normal.startswith("//") else normal
 # The recipe keys holding one value each (a child's value replaces its parent's), in the order explain shows them.
 RECIPE_SCALARS = ("engine", "name", "docker_image", "docker_image_dir", "dockerfile", "model", "required_nodes", "nodes",
                   "tensor_parallel_size", "pipeline_parallel_size", "distributed_backend", "shm_size", "entrypoint")
@@ -136,7 +145,7 @@ class Recipe:
 @dataclass(frozen=True)
 class Ulimits:
     memlock: int = -1
-    stack: int = 67108864
+    stack: int = 64 * 1024 * 1024  # 67108864, as NVIDIA's `docker run --ulimit stack=67108864`
 
 
 @dataclass(frozen=True)
@@ -189,6 +198,10 @@ class Cluster:
     ray_join_timeout: str = "10m"
     transfer_port: int = 29700  # `recipegen models`: receivers listen here on the fabric address
     container: ContainerOptions = ContainerOptions()
+
+    def node_env(self, node: Node) -> dict[str, str]:
+        """The environment the cluster file gives `node`: its [env], then the node's own over it."""
+        return {**self.env, **node.env}
 
     def nodes_for(self, recipe: "Recipe") -> tuple[Node, ...]:
         """The nodes a recipe runs on, head first; NodeChoiceError says why there are none."""

@@ -6,32 +6,43 @@ the other for it.
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Any, Callable
 
 
 class Origin:
-    """Where a value was written: a file and line, and which layer that file is (for `explain`).
+    """Where a value was written: a file, line and column, and which layer that file is (for `explain`).
 
-    The line is found on first use (`locate`): positions cost a second parse of the file, which only
-    diagnostics and `explain` need, never a clean build.
+    The position is found on first use (`locate`, giving a line or an object with .line and .col): positions
+    cost a second parse of the file, which only diagnostics and `explain` need, never a clean build. Two
+    origins are equal by layer, file and line.
     """
 
-    __slots__ = ("layer", "file", "_line", "_locate")
+    __slots__ = ("layer", "file", "_line", "_col", "_locate")
 
     def __init__(self, layer: str, file: str | None = None, line: int | None = None,
-                 locate: Callable[[], int] | None = None):
+                 locate: Callable[[], Any] | None = None, col: int | None = None):
         self.layer = layer  # "recipe", "parent recipe <id>", "cluster", "node <name>", "compiler", "default"
         self.file = file
         self._line = line
+        self._col = col
         self._locate = locate
+
+    def _resolve(self) -> None:
+        if self._line is None and self._locate is not None:
+            found, self._locate = self._locate(), None
+            self._line, self._col = (found, None) if isinstance(found, int) else (found.line, found.col)
 
     @property
     def line(self) -> int | None:
-        if self._line is None and self._locate is not None:
-            self._line, self._locate = self._locate(), None
+        self._resolve()
         return self._line
 
-    def _key(self) -> tuple:
+    @property
+    def col(self) -> int | None:
+        self._resolve()
+        return self._col
+
+    def _key(self) -> tuple[str, str | None, int | None]:
         return self.layer, self.file, self.line
 
     def __eq__(self, other: object) -> bool:

@@ -21,9 +21,10 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from generator.diagnostics import Diagnostic, RecipegenError, Severity, display_path
 
@@ -184,7 +185,7 @@ def leftover_problems(out_dir: Path) -> list[Diagnostic]:
                        "left over by an interrupted build; `recipegen build` removes it") for p in found]
 
 
-def _write_journal(out_dir: Path, record: dict) -> None:
+def _write_journal(out_dir: Path, record: dict[str, Any]) -> None:
     tmp = out_dir / (JOURNAL + ".tmp")
     with open(tmp, "w", encoding="utf-8") as fh:
         json.dump(record, fh, indent=1)
@@ -266,13 +267,13 @@ class Stager:
         self._staging: Path | None = None
         # Creating folders and files waits on the filesystem, not the CPU: a few threads overlap the waits.
         self._pool = ThreadPoolExecutor(max_workers=8)
-        self._jobs: list = []
+        self._jobs: list[Future[None]] = []
         self._made_out_dir = False
 
     def __enter__(self) -> "Stager":
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self._pool.shutdown(wait=True)
         if (self.out_dir / JOURNAL).exists():
             return  # a commit was cut short: its staged folders are what the next build finishes it with
@@ -349,7 +350,7 @@ class Stager:
                     _pause_for_test(renames)
         except (OSError, KeyboardInterrupt) as exc:
             for name, had_old, placed in reversed(done):  # back to the previous generation, folder by folder
-                if placed:
+                if placed and self._staging is not None:
                     os.replace(self.out_dir / name, self._staging / name)
                 if had_old:
                     os.replace(trash / name, self.out_dir / name)

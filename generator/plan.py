@@ -11,14 +11,19 @@ import posixpath
 import re
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any, Callable
 
 from generator.diagnostics import RecipegenError
 from generator.engines import (OWNED_ENV, draft_models, flag_value, rank_command, rank_env, serve_port,
                                served_model_name)
 from generator.model import (COMPILER, CONTAINER_KEYS, DEFAULT, HF_CACHE_IN_CONTAINER, RECIPE_SCALARS, Arg, Cluster,
                              ContainerOptions, Node, NodeChoiceError, Origin, Recipe, Ulimits)
+from generator.units import size_bytes
 
 LABEL_PREFIX = "dev.recipegen"
+ENGINE_SERVICE = "engine"  # the one service of every per-node compose file (templates/compose.yaml.j2)
+SWARM_NODE_LABEL = "recipegen.node"  # the Swarm node label `placement` pins a rank with
+GPU_RESOURCE_KIND = "NVIDIA_GPU"  # the Swarm generic resource a rank reserves (templates/stack.yaml.j2)
 RESTART_ATTEMPTS = 3  # a rank whose peers are gone must not restart forever
 # Where recipegen's own files land in the engine container: the launcher and the mods.
 LAUNCHER_PATH = "/opt/recipegen/launch.sh"
@@ -132,7 +137,7 @@ class NodePlan:
     @property
     def placement(self) -> str:
         """The Swarm placement constraint pinning this rank to its node (`recipegen swarm setup` sets the label)."""
-        return f"node.labels.recipegen.node == {self.node.name}"
+        return f"node.labels.{SWARM_NODE_LABEL} == {self.node.name}"
 
     @property
     def entrypoint(self) -> tuple[Arg, ...]:
@@ -163,11 +168,11 @@ class RecipePlan:
 
 
 def shm_bytes(size: str) -> int:
-    """Docker's size syntax (`32gb`, `64g`, `512m`): binary multiples."""
-    match = re.fullmatch(r"([0-9]+(?:\.[0-9]+)?)([bkmg]?)b?", size.lower())
-    if not match:
+    """Docker's size syntax (`32gb`, `64g`, `32GiB`): binary multiples, as go-units reads it."""
+    value = size_bytes(size)
+    if value is None:  # the schema's docker-size format refused it already
         raise ValueError(size)
-    return int(float(match[1]) * 1024 ** "bkmg".index(match[2] or "b"))
+    return value
 
 
 def plan_recipe(recipe: Recipe, cluster: Cluster, project_root: Path, out_dir: Path) -> RecipePlan:
@@ -239,7 +244,8 @@ def _plan_node(recipe: Recipe, cluster: Cluster, chosen: tuple[Node, ...], rank:
 
 def container_options(recipe: Recipe, cluster: Cluster) -> ContainerOptions:
     """The cluster's container defaults with the recipe's settings over them, key by key."""
-    return replace(cluster.container, **{k: v for k, v in recipe.container.items() if k in CONTAINER_KEYS})
+    settings: dict[str, Any] = {k: v for k, v in recipe.container.items() if k in CONTAINER_KEYS}  # schema-typed
+    return replace(cluster.container, **settings)
 
 
 def _health(recipe: Recipe, container: ContainerOptions) -> HealthCheck:
@@ -295,7 +301,7 @@ def _pass_env(recipe: Recipe, cluster: Cluster, env: tuple[EnvVar, ...]) -> tupl
 def _environment(recipe: Recipe, cluster: Cluster, chosen: tuple[Node, ...], rank: int) -> tuple[EnvVar, ...]:
     """Cluster env, then the node's, then the recipe's, then what the compiler owns: later layers win."""
     doc, node = cluster.document, chosen[rank]
-    layers: list[tuple[dict[str, str], callable]] = [
+    layers: list[tuple[dict[str, str], Callable[[str], Origin]]] = [
         (cluster.env, lambda k: doc.origin("cluster", ("env", k))),
         (node.env, lambda k: doc.origin(f"node {node.name}", ("nodes", node.index, "env", k))),
         (recipe.env, lambda k: recipe.env_origins[k]),

@@ -12,13 +12,13 @@ import json
 import posixpath
 import re
 from functools import cache, lru_cache
-from typing import Callable
+from typing import Any, Callable
 
 import jinja2
 from markupsafe import Markup
 
 from generator.diagnostics import Diagnostic, RecipegenError
-from generator.plan import (HEALTH_INTERVAL, HEALTH_PROBE, HEALTH_RETRIES, HEALTH_TIMEOUT, LAUNCHER_PATH, NodePlan,
+from generator.plan import (GPU_RESOURCE_KIND, HEALTH_INTERVAL, HEALTH_PROBE, HEALTH_RETRIES, HEALTH_TIMEOUT, LAUNCHER_PATH, NodePlan,
                             RecipePlan, shm_bytes)
 from generator.resources import read_data
 
@@ -130,7 +130,7 @@ def _join_words(words: tuple[str, ...]) -> Raw:
     return Raw(" ".join(shell_word(w) for w in words))
 
 
-def make_environment(finalize: Callable[[object], str], filters: dict[str, Callable],
+def make_environment(finalize: Callable[[object], str], filters: dict[str, Callable[..., Any]],
                      macros: bool = False) -> jinja2.Environment:
     """A Jinja environment over templates/: every `{{ value }}` goes through `finalize`, an undefined name is an
     error, block tags leave no blank lines.
@@ -152,7 +152,8 @@ def _environment() -> jinja2.Environment:
     env = make_environment(yaml_scalar, {"comment": comment, "shell_comment": shell_comment, "key": key,
                                          "shm_bytes": shm_bytes, "block": block,
                                          "spaces": lambda n: Raw(" " * n)}, macros=True)
-    env.globals.update(launcher_path=LAUNCHER_PATH, health_probe=HEALTH_PROBE, health_interval=HEALTH_INTERVAL,
+    env.globals.update(launcher_path=LAUNCHER_PATH, gpu_resource_kind=GPU_RESOURCE_KIND, health_probe=HEALTH_PROBE,
+                       health_interval=HEALTH_INTERVAL,
                        health_timeout=HEALTH_TIMEOUT, health_retries=HEALTH_RETRIES)
     return env
 
@@ -164,7 +165,7 @@ def _shell_environment() -> jinja2.Environment:
                                          "oneline": lambda text: " ".join(str(text).split())})
 
 
-def _template_source(name: str):
+def _template_source(name: str) -> tuple[str, None, Callable[[], bool]]:
     text = read_data("templates", name)
     return text, None, lambda: True
 

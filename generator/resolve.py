@@ -5,7 +5,6 @@ Schema validation happens here, per file, before anything reads a value: a later
 
 from __future__ import annotations
 
-import posixpath
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -13,9 +12,9 @@ from typing import Any
 from generator.argwords import flag_name, group_flags, merge_args, split_words
 from generator.diagnostics import Diagnostic, RecipegenError
 from generator.model import (CONTAINER_KEYS, DEFAULT, ENGINE_DEFAULT_ENTRYPOINT, RECIPE_ID, RECIPE_SCALARS, Arg,
-                             Cluster, ContainerOptions, Mount, Node, Origin, Recipe, Ulimits)
+                             Cluster, ContainerOptions, Mod, Mount, Node, Origin, Recipe, Ulimits, container_target)
 from generator.mods import load_mods
-from generator.schemas import schema, validate_document
+from generator.schemas import schema, valid_part, validate_document
 from generator.tomldoc import TomlDocument, load_toml, parse_toml
 
 RECIPE_FILE = "recipe.toml"
@@ -26,18 +25,27 @@ def recipe_file(path: str | Path) -> Path:
     return path / RECIPE_FILE if path.is_dir() else path
 
 
-def load_checked(path: Path, kind: str) -> TomlDocument:
+def load_checked(path: Path, kind: str, collect: list[Diagnostic] | None = None) -> TomlDocument:
+    """The document, schema-checked. With `collect`, schema problems are added to it and the document comes
+    back without its invalid keys (when the rest can stand), so `validate` can lint it too; `dropped` on the
+    document names the keys removed."""
     doc = load_toml(path)
     problems = validate_document(doc, kind)
     if problems:
-        raise RecipegenError(problems)
+        part = valid_part(doc.data, kind) if collect is not None else None
+        if part is None or collect is None:
+            raise RecipegenError(problems)
+        collect.extend(problems)
+        doc = TomlDocument(doc.path, doc.text, part[0], doc.shown, dropped=frozenset(part[1]))
     return doc
 
 
-def load_recipe(path: str | Path, recipes_dir: Path | None = None) -> Recipe:
-    """Load a recipe and its chain of parents; the child's values win, key by key."""
+def load_recipe(path: str | Path, recipes_dir: Path | None = None,
+                collect: list[Diagnostic] | None = None) -> Recipe:
+    """Load a recipe and its chain of parents; the child's values win, key by key. With `collect`, schema
+    problems are collected there and the recipe is built from the valid keys (see load_checked)."""
     path = recipe_file(path)
-    chain = _load_chain(path, recipes_dir)
+    chain = _load_chain(path, recipes_dir, collect)
     child = chain[0]
     recipe_id = path.resolve().parent.name
     if not RECIPE_ID.match(recipe_id):
@@ -49,7 +57,7 @@ def load_recipe(path: str | Path, recipes_dir: Path | None = None) -> Recipe:
     origins: dict[str, Origin] = {}
     env: dict[str, str] = {}
     env_origins: dict[str, Origin] = {}
-    mounts: dict[str, Mount] = {}
+    mounts: list[Mount] = []
     pass_env: dict[str, None] = {}
     image_dir_base = path.parent
     unused: list[tuple[Origin, str, str]] = []  # remove_args / remove_env naming what no parent has
@@ -100,15 +108,23 @@ def load_recipe(path: str | Path, recipes_dir: Path | None = None) -> Recipe:
             origins["pass_env"] = origin("pass_env")
         if "docker_image_dir" in data:  # a build context is found from the file that names it
             image_dir_base = doc.path.parent
-        for i, m in enumerate(data.get("extra_mounts", [])):
-            # Keyed by the normalised target: /data and /data/ are one mount point (Compose rejects both).
-            mounts[posixpath.normpath(m["container"])] = Mount(m["host"], m["container"], m.get("read_only", False),
-                                                               origin("extra_mounts", i))
+        if "extra_mounts" in data:
+            # A child's mount replaces its parent's on the same folder (/data and /data/ are one); two on one
+            # folder in the same file are kept for the lint rule mount-target to report, never dropped.
+            own = [Mount(m["host"], m["container"], m.get("read_only", False), origin("extra_mounts", i))
+                   for i, m in enumerate(data["extra_mounts"])]
+            inherited = {container_target(m.container): i for i, m in enumerate(mounts)}
+            for mount in own:
+                at = inherited.pop(container_target(mount.container), None)
+                if at is None:
+                    mounts.append(mount)
+                else:  # in the parent's place, as explain and the compose file have always listed it
+                    mounts[at] = mount
         if "args" in data or "remove_args" in data:
-            inherited = {g.flag for g in group_flags(args)}
+            flags_inherited = {g.flag for g in group_flags(args)}
             unused += [(doc.origin(layer, ("remove_args", i), value=True), "remove_args", flag)
                        for i, flag in enumerate(data.get("remove_args", []))
-                       if (flag_name(flag) or flag) not in inherited]
+                       if (flag_name(flag) or flag) not in flags_inherited]
             words = split_words(doc, data.get("args", []), layer)
             args = merge_args(args, words, set(data.get("remove_args", [])))
             origins["args"] = origin("args") if "args" in data else origins.get("args", DEFAULT)
@@ -128,7 +144,7 @@ def load_recipe(path: str | Path, recipes_dir: Path | None = None) -> Recipe:
             origins[key] = DEFAULT
         return values.get(key, props[key].get("default"))
 
-    mods = ()
+    mods: tuple[Mod, ...] = ()
     if mods_from is not None:
         project_mods = (recipes_dir.parent if recipes_dir is not None else path.parent.parent) / "mods"
         mods = load_mods(mods_from[0], mods_from[1], mods_from[0].data["mods"], project_mods)
@@ -143,7 +159,7 @@ def load_recipe(path: str | Path, recipes_dir: Path | None = None) -> Recipe:
         tensor_parallel_size=get("tensor_parallel_size"),
         pipeline_parallel_size=get("pipeline_parallel_size"), distributed_backend=get("distributed_backend"),
         shm_size=get("shm_size"), entrypoint=tuple(entrypoint), args=args,
-        mounts=tuple(mounts.values()), env=env, dockerfile=values.get("dockerfile"), build_args=build_args,
+        mounts=tuple(mounts), env=env, dockerfile=values.get("dockerfile"), build_args=build_args,
         mods=mods, setup=setup, ray_args=ray_args, container=container,
         pass_env=tuple(pass_env), unused_removals=tuple(unused), flag_groups=tuple(group_flags(args)),
         origins=origins,
@@ -161,7 +177,7 @@ def _suggest_id(name: str) -> str:
     return re.sub(r"[^a-z0-9_-]+", "-", name.lower()).strip("-_") or "my-recipe"
 
 
-def _load_chain(path: Path, recipes_dir: Path | None) -> list[TomlDocument]:
+def _load_chain(path: Path, recipes_dir: Path | None, collect: list[Diagnostic] | None = None) -> list[TomlDocument]:
     chain: list[TomlDocument] = []
     seen: dict[Path, TomlDocument] = {}
     current, referrer = path, None
@@ -176,13 +192,17 @@ def _load_chain(path: Path, recipes_dir: Path | None) -> list[TomlDocument]:
         if referrer is not None and not current.is_file():
             raise RecipegenError(referrer.diagnostic(("extends",), f"parent recipe '{referrer.data['extends']}' not "
                                                                    f"found (looked for {current})"))
+        found: list[Diagnostic] | None = None if collect is None else []
         try:
-            doc = load_checked(current, "recipe")
+            doc = load_checked(current, "recipe", found)
         except RecipegenError as exc:
             if referrer is None:
                 raise
             raise RecipegenError([replace(d, message=f"{d.message} (parent of {chain[0].shown})")
                                   for d in exc.diagnostics]) from None
+        if collect is not None and found:
+            collect.extend(found if referrer is None else
+                           [replace(d, message=f"{d.message} (parent of {chain[0].shown})") for d in found])
         chain.append(doc)
         seen[real] = doc
         parent = doc.data.get("extends")
@@ -221,13 +241,9 @@ def cluster_from_document(doc: TomlDocument) -> Cluster:
     def get(key: str) -> Any:
         return data.get(key, props[key].get("default"))
 
-    names: dict[str, int] = {}
+    _unique_node_fields(doc)
     nodes = []
     for i, raw in enumerate(data["nodes"]):
-        if raw["name"] in names:
-            raise RecipegenError(doc.diagnostic(("nodes", i, "name"), f"node name '{raw['name']}' is used twice "
-                                                                      f"(first by nodes[{names[raw['name']]}])"))
-        names[raw["name"]] = i
         user = raw.get("user", get("user"))
         # The cluster's home belongs to the cluster's user: a node with another user has that user's home.
         home = raw.get("home") or (data.get("home") if user == get("user") else None) or (
@@ -235,16 +251,36 @@ def cluster_from_document(doc: TomlDocument) -> Cluster:
         nodes.append(Node(index=i, name=raw["name"], address=raw["address"], context=raw["context"],
                           ssh_host=raw.get("ssh_host", raw["address"]), user=user, home=home,
                           env={k: env_text(v) for k, v in raw.get("env", {}).items()}))
-    ulimits = data.get("ulimits", {})
+    # Docker's own spelling of no limit is -1; "unlimited" is what ulimit(1) users write.
+    ulimits = {k: -1 if v == "unlimited" else v for k, v in data.get("ulimits", {}).items()}
     return Cluster(
         name=data["name"], path=doc.path, user=get("user"), hf_cache=get("hf_cache"), gpu=get("gpu"),
         rdma=get("rdma"), master_port=get("master_port"), ray_port=get("ray_port"),
         transfer_port=get("transfer_port"),
         gpu_memory_ceiling=get("gpu_memory_ceiling"), gpus_per_node=get("gpus_per_node"),
         stop_grace_period=get("stop_grace_period"),
-        ulimits=Ulimits(memlock=ulimits.get("memlock", -1), stack=ulimits.get("stack", 67108864)),
+        ulimits=Ulimits(**ulimits),  # its defaults are the schema's
         env={k: env_text(v) for k, v in data.get("env", {}).items()}, nodes=tuple(nodes), document=doc,
         pass_env=tuple(data.get("pass_env", [])),
         ray_args=split_words(doc, data.get("ray_args", []), "cluster", key="ray_args"),
         ray_join_timeout=get("ray_join_timeout"),
         container=ContainerOptions(**{k: data.get(k, props[k].get("default")) for k in CONTAINER_KEYS}))
+
+
+def _unique_node_fields(doc: TomlDocument) -> None:
+    """Two nodes with one name, fabric address or Docker context are one machine twice: every rank on it would
+    bind the same ports (address), or `up` would start two ranks on one engine (context)."""
+    problems = []
+    for key in ("name", "address", "context"):
+        first: dict[str, int] = {}
+        for i, raw in enumerate(doc.data["nodes"]):
+            value = raw[key]
+            if value in first:
+                what = "node name" if key == "name" else f"{key}"
+                problems.append(doc.diagnostic(("nodes", i, key), f"{what} '{value}' is used twice: by nodes[{i}] "
+                                                                  f"'{raw['name']}' and nodes[{first[value]}] "
+                                                                  f"'{doc.data['nodes'][first[value]]['name']}'"))
+            else:
+                first[value] = i
+    if problems:
+        raise RecipegenError(problems)

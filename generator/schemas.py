@@ -6,14 +6,16 @@ module validates with the very same files. Each validator is compiled once per p
 
 from __future__ import annotations
 
+import datetime
 import difflib
 import json
 from functools import cache
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 from generator.diagnostics import Diagnostic
 from generator.resources import read_data
-from generator.tomldoc import TomlDocument
+from generator.tomldoc import KeyPath, TomlDocument, format_key
+from generator.units import duration_fits, size_fits
 
 SCHEMA_NAMES = ("recipe", "cluster")
 
@@ -24,28 +26,65 @@ def schema_text(kind: str) -> str:
 
 @cache
 def schema(kind: str) -> dict[str, Any]:
-    return json.loads(schema_text(kind))
+    loaded: dict[str, Any] = json.loads(schema_text(kind))
+    return loaded
+
+
+# Formats the schemas name for what a pattern cannot say: the value must fit where Docker puts it (int64).
+# Editors ignore formats they do not know; the pattern beside each gives them the shape.
+FORMATS = {
+    "docker-size": lambda value: not isinstance(value, str) or size_fits(value),
+    "go-duration": lambda value: not isinstance(value, str) or duration_fits(value),
+}
+_FORMAT_WORDS = {"docker-size": "is larger than Docker can hold (int64 bytes)",
+                 "go-duration": "is not a Go duration that fits in int64 nanoseconds"}
 
 
 @cache
-def _validator(kind: str):
+def _validator(kind: str) -> Any:
     import jsonschema  # imported here: only commands that validate pay for it
 
-    return jsonschema.Draft7Validator(schema(kind))
+    # draft-07 counts 2.0 as an integer; TOML tells 2 from 2.0, and `--tensor-parallel-size "2.0"` or a float
+    # ulimit is what Docker and the engines refuse: an integer is a TOML integer.
+    checker = jsonschema.Draft7Validator.TYPE_CHECKER.redefine(
+        "integer", lambda _checker, value: isinstance(value, int) and not isinstance(value, bool))
+    strict = jsonschema.validators.extend(jsonschema.Draft7Validator, type_checker=checker)
+    formats = jsonschema.FormatChecker([])
+    for name, check in FORMATS.items():
+        formats.checks(name)(check)
+    return strict(schema(kind), format_checker=formats)
 
 
 @cache
-def _fast_validator(kind: str):
+def _fast_validator(kind: str) -> Any:
     import jsonschema_rs
 
-    return jsonschema_rs.Draft7Validator(schema(kind))
+    return jsonschema_rs.Draft7Validator(schema(kind), formats=FORMATS, validate_formats=True)
+
+
+def _unusual_values(value: Any, path: KeyPath = ()) -> Iterator[tuple[KeyPath, Any]]:
+    """Values the fast validator cannot judge (TOML dates and times: JSON has none; 2.0, which draft-07 counts
+    as an integer) and strings holding NUL, which no argument, variable or path can carry."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            yield from _unusual_values(v, path + (k,))
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            yield from _unusual_values(v, path + (i,))
+    elif isinstance(value, (datetime.date, datetime.time)) or (isinstance(value, float) and value.is_integer()):
+        yield path, value
+    elif isinstance(value, str) and "\x00" in value:
+        yield path, value
 
 
 def validate_document(doc: TomlDocument, kind: str) -> list[Diagnostic]:
     """All schema violations of one document, each pointing at the offending key or value."""
-    if doc.data and _fast_validator(kind).is_valid(doc.data):
+    unusual = list(_unusual_values(doc.data))
+    if doc.data and not unusual and _fast_validator(kind).is_valid(doc.data):
         return []  # the common case, in microseconds; the detailed validator below explains failures
-    found: list[Diagnostic] = []
+    found: list[Diagnostic] = [doc.diagnostic(path, "contains a NUL character (\\u0000): no process argument, "
+                                                    "environment variable or path can hold one")
+                               for path, value in unusual if isinstance(value, str)]
     for error in _validator(kind).iter_errors(doc.data):
         found.extend(_to_diagnostics(doc, error))
     if not doc.data and not doc.text.strip("\ufeff \t\r\n"):
@@ -53,12 +92,45 @@ def validate_document(doc: TomlDocument, kind: str) -> list[Diagnostic]:
     return sorted(set(found), key=lambda d: (d.line or 0, d.col or 0, d.message))
 
 
+def valid_part(data: dict[str, Any], kind: str) -> tuple[dict[str, Any], set[str]] | None:
+    """The document without its invalid keys, and those keys (as messages name them), so the lint rules can still
+    read the rest (`validate` reports schema and lint findings of a file at once); None when what is left
+    cannot stand (a required key is missing or wrong, or the whole document is)."""
+    import copy
+
+    data, dropped = copy.deepcopy(data), set[str]()
+    for _ in range(8):  # each pass removes at least one key; nested problems surface one level at a time
+        errors = list(_validator(kind).iter_errors(data))
+        if not errors:
+            return data, dropped
+        for error in errors:
+            path = list(error.absolute_path)
+            if error.validator == "additionalProperties":
+                extras = set(error.instance) - set(error.schema.get("properties", {}))
+                cuts = [path + [k] for k in extras]
+            elif "propertyNames" in error.relative_schema_path:
+                cuts = [path + [error.instance]]
+            else:  # cut at the table key above the first array index: an array loses all its elements or none
+                first_index = next((i for i, part in enumerate(path) if isinstance(part, int)), len(path))
+                cuts = [path[:first_index]]
+            for cut in cuts:
+                if not cut:
+                    return None
+                parent = data
+                for part in cut[:-1]:
+                    parent = parent[part]
+                if isinstance(parent, dict):
+                    parent.pop(cut[-1], None)
+                    dropped.add(format_key(tuple(cut)))
+    return None
+
+
 def _required_hint(kind: str) -> str:
     required = schema(kind).get("required") or schema(kind)["anyOf"][1]["required"]
     return ", ".join(required)
 
 
-def _to_diagnostics(doc: TomlDocument, error) -> Iterable[Diagnostic]:
+def _to_diagnostics(doc: TomlDocument, error: Any) -> Iterable[Diagnostic]:
     path = tuple(error.absolute_path)
     validator, value, sub = error.validator, error.instance, error.schema
     if "propertyNames" in error.relative_schema_path:  # a bad key name: point at the key itself
@@ -69,6 +141,12 @@ def _to_diagnostics(doc: TomlDocument, error) -> Iterable[Diagnostic]:
         for inner in error.context:
             if "extends" not in inner.message:
                 yield from _to_diagnostics(doc, inner)
+        return
+    if validator in ("anyOf", "oneOf") and error.context and all(e.absolute_path == error.absolute_path
+                                                                  for e in error.context):
+        # one value, several accepted shapes (an integer or "unlimited"): one line naming them all
+        choices = " or ".join(_describe(branch) for branch in sub[validator])
+        yield doc.diagnostic(path, f"expected {choices}, got {_toml_type(value)} {_shown(value)}")
         return
     if validator in ("if", "anyOf", "oneOf", "allOf") and error.context:
         for inner in error.context:
@@ -94,7 +172,15 @@ def _to_diagnostics(doc: TomlDocument, error) -> Iterable[Diagnostic]:
     yield doc.diagnostic(path, _message(validator, value, sub, error))
 
 
-def _table_name(path: tuple) -> str:
+def _describe(branch: dict[str, Any]) -> str:
+    if "const" in branch:
+        return json.dumps(branch["const"])
+    kind = branch.get("type", "value")
+    text = _TYPE_NAMES.get(kind, kind) if isinstance(kind, str) else " or ".join(_TYPE_NAMES.get(k, k) for k in kind)
+    return text + (f" (at least {branch['minimum']})" if "minimum" in branch else "")
+
+
+def _table_name(path: tuple[str | int, ...]) -> str:
     from generator.tomldoc import format_key
 
     return format_key(path)
@@ -106,19 +192,34 @@ _TYPE_NAMES = {"string": "a string", "integer": "an integer", "number": "a numbe
 
 def _toml_type(value: Any) -> str:
     return {bool: "a boolean", int: "an integer", float: "a float", str: "a string", list: "an array",
-            dict: "a table"}.get(type(value), type(value).__name__)
+            dict: "a table", datetime.datetime: "a TOML date-time", datetime.date: "a TOML date",
+            datetime.time: "a TOML time"}.get(type(value), type(value).__name__)
 
 
-def _message(validator: str, value: Any, sub: dict, error) -> str:
-    shown = json.dumps(value, ensure_ascii=False) if not isinstance(value, (dict, list)) else _toml_type(value)
+def _shown(value: Any) -> str:
+    if isinstance(value, (datetime.date, datetime.time)):
+        return value.isoformat().replace("+00:00", "Z")
+    return json.dumps(value, ensure_ascii=False) if not isinstance(value, (dict, list)) else _toml_type(value)
+
+
+def _message(validator: str, value: Any, sub: dict[str, Any], error: Any) -> str:
+    shown = _shown(value)
     if validator == "type":
         wants = [sub["type"]] if isinstance(sub["type"], str) else sub["type"]
         got = _toml_type(value) + ("" if isinstance(value, (dict, list)) else f" {shown}")
-        return f"expected {' or '.join(_TYPE_NAMES.get(w, w) for w in wants)}, got {got}"
+        want = wants[0]
+        hint = ""
+        if isinstance(value, (datetime.date, datetime.time)) and want == "string":
+            hint = f": quote it (\"{shown}\")"
+        elif isinstance(value, float) and value.is_integer() and want == "integer":
+            hint = f": write {int(value)}"
+        return f"expected {' or '.join(_TYPE_NAMES.get(w, w) for w in wants)}, got {got}{hint}"
+    if validator == "format" and sub.get("format") in _FORMAT_WORDS:
+        return f"{shown} {_FORMAT_WORDS[sub['format']]}"
     if validator == "enum":
         choices = ", ".join(f"'{c}'" for c in sub["enum"])
-        hint = difflib.get_close_matches(str(value), [str(c) for c in sub["enum"]], n=1, cutoff=0.5)
-        return f"{shown} is not one of {choices}" + (f"; did you mean '{hint[0]}'?" if hint else "")
+        close = difflib.get_close_matches(str(value), [str(c) for c in sub["enum"]], n=1, cutoff=0.5)
+        return f"{shown} is not one of {choices}" + (f"; did you mean '{close[0]}'?" if close else "")
     if validator in ("pattern", "format"):
         examples = sub.get("examples")
         tail = f"; expected e.g. {', '.join(json.dumps(e) for e in examples[:2])}" if examples else ""
@@ -133,4 +234,4 @@ def _message(validator: str, value: Any, sub: dict, error) -> str:
         return "must not be empty"
     if validator == "uniqueItems":
         return "items must be unique"
-    return error.message
+    return str(error.message)

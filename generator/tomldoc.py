@@ -37,6 +37,7 @@ class TomlDocument:
     text: str
     data: dict[str, Any]
     shown: str = field(default="")  # the path as printed in messages
+    dropped: frozenset[str] = frozenset()  # keys removed as invalid (validate lints what is left)
 
     def __post_init__(self) -> None:
         self.shown = self.shown or display_path(self.path)
@@ -64,7 +65,7 @@ class TomlDocument:
     def origin(self, layer: str, path: KeyPath, value: bool = False) -> Origin:
         """Where `path` is written, located lazily (see Origin)."""
         find = self.value_position if value else self.key_position
-        return Origin(layer, self.shown, locate=lambda: find(path).line)
+        return Origin(layer, self.shown, locate=lambda: find(path))
 
     def diagnostic(self, path: KeyPath, message: str, *, at_value: bool = True, **kw: Any) -> Diagnostic:
         pos = self.value_position(path) if at_value else self.key_position(path)
@@ -169,10 +170,10 @@ def _unclosed_triple_quote(text: str) -> tuple[int, int] | None:
 
 # --- positions -------------------------------------------------------------------------------------------
 
-_parser = None
+_parser: Any = None  # tree_sitter.Parser, made on first use (tree-sitter ships no type stubs)
 
 
-def _ts_parser():
+def _ts_parser() -> Any:
     global _parser
     if _parser is None:
         import tree_sitter
@@ -182,11 +183,11 @@ def _ts_parser():
     return _parser
 
 
-def _pos(node) -> Position:
+def _pos(node: Any) -> Position:
     return Position(node.start_point[0] + 1, node.start_point[1] + 1)
 
 
-def _key_parts(node) -> list[str]:
+def _key_parts(node: Any) -> list[str]:
     """The segments of a bare, quoted or dotted key node, decoded as TOML decodes them."""
     if node.type == "dotted_key":
         return [part for child in node.named_children for part in _key_parts(child)]
@@ -211,7 +212,7 @@ def _index_positions(text: str) -> dict[KeyPath, tuple[Position, Position]]:
                 out += (table_array_len[out] - 1,)
         return out
 
-    def visit_value(path: KeyPath, node) -> None:
+    def visit_value(path: KeyPath, node: Any) -> None:
         if node.type == "array":
             for i, child in enumerate(c for c in node.named_children if c.type != "comment"):
                 index[path + (i,)] = (_pos(child), _pos(child))
@@ -221,7 +222,7 @@ def _index_positions(text: str) -> dict[KeyPath, tuple[Position, Position]]:
                 if pair.type == "pair":
                     visit_pair(path, pair)
 
-    def visit_pair(base: KeyPath, pair) -> None:
+    def visit_pair(base: KeyPath, pair: Any) -> None:
         key_node, value_node = pair.named_children[0], pair.named_children[-1]
         parts = _key_parts(key_node)
         for depth in range(1, len(parts)):

@@ -68,33 +68,48 @@ def validate_paths(paths: list[Path], cluster_path: Path | None) -> list[Diagnos
     cluster_file = cluster_path or project.default_cluster
     if cluster_path is not None or cluster_file.is_file():
         # The recipes' cluster-dependent rules need it: a broken or missing one is a finding of its own.
+        schema_problems: list[Diagnostic] = []
+        found_here: list[Diagnostic] = []
         try:
-            document = load_checked(cluster_file, "cluster")
-            findings += lint_cluster(document)
+            document = load_checked(cluster_file, "cluster", schema_problems)
+            found_here += _unless_dropped(lint_cluster(document), document.dropped)
             cluster = cluster_from_document(document)
+            if document.dropped:  # defaults in place of its invalid values: no ground to lint recipes on
+                cluster = None
         except RecipegenError as exc:
-            findings += exc.diagnostics
+            found_here += exc.diagnostics
+        findings += _by_line(schema_problems + found_here)
     recipes_linted = False
     for path in paths:
         findings += _directive_findings(path)
+        schema_problems = []  # reported with the lint findings of the valid rest, by line
+        found_here = []
         try:
             if file_kind(path) == "cluster":
                 if cluster is None or path.resolve() != cluster.path.resolve():
-                    document = load_checked(path, "cluster")
-                    findings += lint_cluster(document)
+                    document = load_checked(path, "cluster", schema_problems)
+                    found_here += _unless_dropped(lint_cluster(document), document.dropped)
                     cluster_from_document(document)
             else:
-                findings += lint_recipe(load_recipe(path, project.recipes_dir), cluster)
+                recipe = load_recipe(path, project.recipes_dir, schema_problems)
+                dropped = {key for doc in recipe.documents for key in doc.dropped}
+                found_here += _unless_dropped(lint_recipe(recipe, cluster), dropped)
                 recipes_linted = True
         except RecipegenError as exc:
-            findings += exc.diagnostics
+            found_here += exc.diagnostics
+        findings += _by_line(schema_problems + found_here)
     if recipes_linted and cluster is None and cluster_path is None:
         # `ok` would claim rules passed that never ran: name them and how to run them.
-        skipped = ", ".join(r.id for r in RULES if r.needs_cluster)
+        rules = ", ".join(r.id for r in RULES if r.needs_cluster)
         findings.append(Diagnostic(display_path(cluster_file), None, None, None,
-                                   f"no cluster file, so the cluster-dependent rules ({skipped}) were skipped or "
+                                   f"no cluster file, so the cluster-dependent rules ({rules}) were skipped or "
                                    "checked against defaults; pass --cluster FILE", Severity.WARNING, "no-cluster"))
     return list(dict.fromkeys(findings))
+
+
+def _by_line(found: list[Diagnostic]) -> list[Diagnostic]:
+    """One file's schema and lint findings together, in the order a person reads the file."""
+    return sorted(dict.fromkeys(found), key=lambda d: (d.file, d.line or 0, d.col or 0))
 
 
 def _by_id(path: Path, project: Project) -> Path:
@@ -128,5 +143,22 @@ def _directive_findings(path: Path) -> list[Diagnostic]:
         return [Diagnostic(display_path(path), number, 1, None,
                            f"#:schema {target} is not a file relative to this file ({display_path(path.parent)}/); "
                            "editors then check nothing. In a subfolder, climb to schema/ (e.g. "
-                           "`#:schema ../schema/cluster.schema.json`); `recipegen schema` writes schema/", Severity.WARNING, "schema-directive")]
+                           "`#:schema ../schema/cluster.schema.json`); `recipegen schema` writes schema/",
+                           Severity.WARNING, "schema-directive")]
     return []
+
+
+# Rules reading several keys: when one of them was dropped as invalid, the default that replaced it would make
+# the rule report a problem that is not there.
+_READS = {"parallel-size": {"tensor_parallel_size", "pipeline_parallel_size", "required_nodes", "nodes"},
+          "too-many-nodes": {"required_nodes", "nodes"}, "pass-env": {"env", "pass_env"},
+          "cudagraph-capture": {"args"}, "duplicate-flag": {"args"}, "sglang-backend": {"engine"}}
+
+
+def _unless_dropped(findings: list[Diagnostic], dropped: set[str] | frozenset[str]) -> list[Diagnostic]:
+    def stands(d: Diagnostic) -> bool:
+        key = d.key or ""
+        about_dropped = any(key == k or key.startswith((k + ".", k + "[")) or k.startswith((key + ".", key + "["))
+                            for k in dropped)
+        return not about_dropped and not (_READS.get(d.rule or "", set()) & dropped)
+    return [d for d in findings if stands(d)] if dropped else findings

@@ -286,3 +286,17 @@ def test_preflight_catches_a_memlock_the_node_cannot_give(project, clean_lab: La
     assert "spark1: preflight: ulimits cannot be applied (memlock=-1)" in up.stderr
     assert "nothing was started" in up.stderr
     assert all(containers(lab, n, "locked") == [] for n in lab.nodes)
+
+
+def test_preflight_refuses_a_node_another_recipe_runs_on(project, clean_lab: Lab):
+    lab = clean_lab
+    root = project({"first": vllm_recipe(2),
+                    "second": vllm_recipe(1, port=8001).replace("required_nodes = 1", 'required_nodes = 1\nnodes = ["spark2"]')})
+    assert run(lab, root, "up", "first", "--timeout", "90").returncode == 0
+    try:
+        second = run(lab, root, "up", "second", "--timeout", "30")
+        assert second.returncode == 1
+        assert "spark2: preflight: node is busy: recipe 'first' runs here" in second.stderr
+        assert containers(lab, lab.nodes[1], "second") == []
+    finally:
+        run(lab, root, "down", "first")

@@ -354,7 +354,7 @@ def test_sglang_rank_flags(case: str, built):
     for rank, (node, compose, stack) in enumerate(services(built(case), recipe_id, nodes)):
         argv_ = argv(compose)
         assert argv_[:5] == ["python3", "-m", "sglang.launch_server", "--model-path", recipe["model"]]
-        assert rank_flags(argv_) == sorted([("--tp", str(recipe["tensor_parallel_size"])), ("--dist-init-addr", dist),
+        assert rank_flags(argv_) == sorted([("--tp-size", str(recipe["tensor_parallel_size"])), ("--dist-init-addr", dist),
                                            ("--nnodes", str(n)), ("--node-rank", str(rank))]), node
         assert argv_.count("--host") == 1, node  # the compiler's 0.0.0.0 only when the recipe sets none
         assert argv_[argv_.index("--host") + 1] == "0.0.0.0"

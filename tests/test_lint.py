@@ -8,7 +8,9 @@ counted by hand from the fixture files: a finding must point at the line a perso
 
 from __future__ import annotations
 
+import json
 import re
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -65,32 +67,39 @@ class Bad:
     key: str
     names: tuple[str, ...]  # the flag / variable / value the message must name
     folder: str = "bad"
+    col: int = 1  # where the key, the array element or the [[table]] name starts, counted by hand
 
 
 ERROR, WARNING = "error", "warning"
 # Line numbers counted by hand from the fixtures (see each file).
 CASES = [
-    Bad("owned-flag", ERROR, 11, "args", ("'--node-rank'", "set by the compiler")),
+    Bad("owned-flag", ERROR, 11, "args", ("'--node-rank'", "set by the compiler"), col=5),
     Bad("owned-env", ERROR, 16, "env.MASTER_ADDR", ("'MASTER_ADDR'", "set per rank by the compiler")),
-    Bad("bad-json", ERROR, 11, "args", ("'--compilation-config'", "not valid JSON")),
-    Bad("duplicate-flag", WARNING, 11, "args", ("'--max-model-len'", "given twice", "first at line 9")),
+    Bad("bad-json", ERROR, 11, "args", ("'--compilation-config'", "not valid JSON"), col=5),
+    Bad("duplicate-flag", WARNING, 11, "args", ("'--max-model-len'", "given twice", "first at line 9"), col=5),
     Bad("parallel-size", ERROR, 6, "tensor_parallel_size",
         ("tensor_parallel_size x pipeline_parallel_size = 1", "2 node(s) x 1 GPU = 2")),
     Bad("too-many-nodes", ERROR, 5, "required_nodes", ("needs 3 nodes", "'lint-duo' has 2")),
     Bad("sglang-backend", ERROR, 7, "distributed_backend", ("SGLang", "'mp'")),
     Bad("cudagraph-capture", WARNING, 14, "args",
-        ("--max-cudagraph-capture-size 24", "8 x 4 = 32", "num_speculative_tokens = 3")),
-    Bad("gpu-memory", WARNING, 10, "args", ("--gpu-memory-utilization 0.95", "gpu_memory_ceiling 0.9", "unified")),
-    Bad("gpu-memory-range", ERROR, 10, "args", ("--gpu-memory-utilization 1.2", "(0, 1]")),
+        ("--max-cudagraph-capture-size 24", "8 x 4 = 32", "num_speculative_tokens = 3"), col=5),
+    Bad("gpu-memory", WARNING, 10, "args", ("--gpu-memory-utilization 0.95", "gpu_memory_ceiling 0.9", "unified"),
+        col=5),
+    Bad("gpu-memory-range", ERROR, 10, "args", ("--gpu-memory-utilization 1.2", "(0, 1]"), col=5),
     Bad("fabric-env", WARNING, 16, "env.NCCL_SOCKET_IFNAME", ("NCCL_SOCKET_IFNAME", "overrides the cluster")),
     Bad("secret", ERROR, 16, "env.HF_AUTH", ("looks like a secret", HOW_TO_PASS)),  # an hf_ token as a value
     Bad("secret", ERROR, 16, "env.HF_TOKEN", ("looks like a secret", HOW_TO_PASS), "bad-env-name"),
-    Bad("secret", ERROR, 11, "args", ("looks like a secret", HOW_TO_PASS), "bad-args"),  # sk-... inside args
+    Bad("secret", ERROR, 11, "args", ("looks like a secret", HOW_TO_PASS), "bad-args", col=5),  # sk-... inside args
     Bad("pass-env", ERROR, 7, "pass_env", ("'NCCL_SOCKET_IFNAME'", "also has a value")),
-    Bad("mount-target", ERROR, 10, "extra_mounts", ("/root/.cache/huggingface/", "Hugging Face cache")),
-    Bad("remove-unused", WARNING, 3, "remove_args", ("'--enforce-eagre'", "not set by any parent")),
+    Bad("mount-target", ERROR, 10, "extra_mounts", ("/root/.cache/huggingface/", "Hugging Face cache"), col=3),
+    Bad("remove-unused", WARNING, 3, "remove_args", ("'--enforce-eagre'", "not set by any parent"), col=16),
     Bad("shell-literal", WARNING, 11, "args", ("'$HOME/templates/qwen3.jinja'", "reaches the engine literally",
-                                                "recipegen runs no shell", "expanded $HOME")),
+                                                "recipegen runs no shell", "expanded $HOME"), col=24),
+    Bad("unknown-flag", WARNING, 11, "args", ("'--max-num-seq' is not a vllm 0.34.0 flag",
+                                              "did you mean '--max-num-seqs'?"), col=5),
+    Bad("flag-value", ERROR, 11, "args", ("'--max-num-seqs' takes an integer, not '6.5'", "vllm 0.34.0"), col=5),
+    Bad("engine-release", WARNING, 3, "docker_image", ("vllm 0.11.0 has no --nnodes", "it is in 0.31.0 and later",
+                                                       "distributed_backend = 'ray'"), col=1),
 ]
 RULE_IDS = [r.id for r in RULES]
 
@@ -144,7 +153,7 @@ def test_bad_recipe_triggers_exactly_its_rule(case: Bad):
     assert f.severity == case.severity
     assert f.file == f"tests/lint/{case.rule}/{case.folder}/recipe.toml"
     assert f.line == case.line, f"{case.rule} points at line {f.line}, the fixture has it at {case.line}"
-    assert f.col == 1
+    assert f.col == case.col, f"{case.rule} points at column {f.col}, the fixture has it at {case.col}"
     assert f.key == case.key
     for name in case.names:
         assert name in f.message, f"message does not name {name!r}: {f.message}"
@@ -175,19 +184,24 @@ def test_good_differs_from_bad_in_few_lines(rule_id: str):
 # --- more spellings of the same mistakes (tmp recipes) ----------------------------------------------------------
 
 HEAD = '''engine = "{engine}"
-docker_image = "vllm/vllm-openai:v0.11.0"
+docker_image = "{image}"
 model = "Qwen/Qwen3-32B"
-required_nodes = 2
-tensor_parallel_size = 2
+required_nodes = {nodes}
+tensor_parallel_size = {nodes}
 args = [
 {args}]
 '''
 
 
-def tmp_recipe(tmp_path: Path, args: str, engine: str = "vllm", env: str = "") -> Path:
+def tmp_recipe(tmp_path: Path, args: str, engine: str = "vllm", env: str = "",
+               image: str = "vllm/vllm-openai:v0.34.0", nodes: int = 2) -> Path:
+    """A recipe with these args. The flag-data tests use one node on old vLLM images: two-node `mp` there gets
+    the engine-release warning (no --nnodes before 0.31), which is not what they test."""
     path = tmp_path / "case" / "recipe.toml"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(HEAD.format(engine=engine, args=args) + (f"\n[env]\n{env}" if env else ""), "utf-8")
+    path.write_text(HEAD.format(engine=engine, args=args, image=image, nodes=nodes)
+                    + (f"\n[env]\n{env}" if env else ""),
+                    "utf-8")
     return path
 
 
@@ -247,7 +261,8 @@ def test_json_with_a_leading_newline_is_valid(tmp_path):
 def test_dotted_flags_with_different_subkeys_are_not_duplicates(tmp_path):
     args = ('    "--default-chat-template-kwargs.thinking=true",\n'
             '    "--default-chat-template-kwargs.reasoning_effort=high",\n')
-    result = validate(tmp_recipe(tmp_path, args), "--strict")
+    # --default-chat-template-kwargs is newer than vLLM 0.11.0 (unknown-flag says so): a release that has it
+    result = validate(tmp_recipe(tmp_path, args, image="vllm/vllm-openai:v0.34.0"), "--strict")
     assert result.exit_code == 0 and findings(result) == [], result.stderr
 
 
@@ -337,3 +352,213 @@ def test_build_refuses_a_cluster_with_a_secret(tmp_path):
     assert list(out.rglob("*.yaml")) == [], "the token landed in out/"
     assert result.exit_code == 1
     assert "error[secret]" in result.stderr
+
+
+# --- secrets: wider names and values, and the ordinary ones that must stay unflagged ------------------------------
+
+def _env_names_in_the_repository() -> set[str]:
+    """Every env name the shipped recipes, the cluster and the golden inputs use: all ordinary."""
+    import tomllib
+
+    names: set[str] = set()
+
+    def walk(value):
+        if isinstance(value, dict):
+            for k, v in value.items():
+                if k == "env" and isinstance(v, dict):
+                    names.update(v)
+                walk(v)
+        elif isinstance(value, list):
+            for v in value:
+                walk(v)
+
+    for path in [*ROOT.glob("recipes/**/*.toml"), *ROOT.glob("tests/golden/**/*.toml"), ROOT / "cluster.toml"]:
+        walk(tomllib.loads(path.read_text("utf-8")))
+    return names
+
+
+# Common vLLM / SGLang / NCCL / CUDA / PyTorch / Hugging Face / Ray / shell variables: none is a secret.
+ORDINARY_NAMES = [
+    "HF_HOME", "HF_HUB_CACHE", "HF_HUB_OFFLINE", "HF_HUB_ENABLE_HF_TRANSFER", "HF_HUB_DISABLE_TELEMETRY",
+    "HF_ENDPOINT", "HF_DATASETS_OFFLINE", "HF_HUB_DOWNLOAD_TIMEOUT", "TRANSFORMERS_OFFLINE", "TRANSFORMERS_CACHE",
+    "TOKENIZERS_PARALLELISM", "VLLM_LOGGING_LEVEL", "VLLM_ATTENTION_BACKEND", "VLLM_WORKER_MULTIPROC_METHOD",
+    "VLLM_CACHE_ROOT", "VLLM_ALLOW_LONG_MAX_MODEL_LEN", "VLLM_USE_V1", "VLLM_RPC_TIMEOUT", "VLLM_PORT",
+    "VLLM_ENGINE_ITERATION_TIMEOUT_S", "VLLM_MAX_TOKENS_PER_EXPERT_FP4_MOE", "MAX_NUM_BATCHED_TOKENS",
+    "SGLANG_DISABLE_TOKENIZER_BATCH_DECODE", "SGLANG_ENABLE_TORCH_COMPILE", "NCCL_IB_GID_INDEX",
+    "NCCL_NET_GDR_LEVEL", "NCCL_IB_SL", "NCCL_IB_TC", "NCCL_NVLS_ENABLE", "NCCL_ALGO", "NCCL_PROTO",
+    "NCCL_MIN_NCHANNELS", "NCCL_TOPO_FILE", "NCCL_SOCKET_NTHREADS", "NCCL_NSOCKS_PERTHREAD", "UCX_TLS",
+    "CUDA_LAUNCH_BLOCKING", "CUDA_MODULE_LOADING", "CUDA_HOME", "LD_LIBRARY_PATH", "PATH", "PYTHONPATH",
+    "PYTHONUNBUFFERED", "TORCH_NCCL_ASYNC_ERROR_HANDLING", "TORCH_DISTRIBUTED_DEBUG", "TORCHINDUCTOR_CACHE_DIR",
+    "TRITON_CACHE_DIR", "RAY_ADDRESS", "RAY_memory_monitor_refresh_ms", "MAX_JOBS", "NVIDIA_VISIBLE_DEVICES",
+    "NVIDIA_DRIVER_CAPABILITIES", "MKL_NUM_THREADS", "HOME", "PWD", "USER", "LANG", "TZ", "SSH_AUTH_SOCK",
+    "WANDB_PROJECT", "WANDB_MODE", "WANDB_DIR", "PASSTHROUGH_MODE", "KEYRING_BACKEND", "HF_TOKEN_PATH",
+    "SSH_KEY_FILE", "GPG_PUBLIC_KEY", "CACHE_KEY", "VLLM_CACHE_KEY", "SORT_KEY", "MONKEY", "TURNKEY",
+]
+ORDINARY_VALUES = [
+    "https://huggingface.co/Qwen/Qwen3-32B", "http://10.0.0.1:8000/v1", "ssh://spark@spark1.local",
+    "expandable_segments:True", "user@host:/srv/models", "https://host:443/api@v1", "redis://cache:6379/0",
+    "postgres://db.local:5432/runs", "Basic", "bearer", "Bearer", '{"method": "mtp", "num_speculative_tokens": 2}',
+    "rocep1s0f0,roceP2p1s0f0", "enp1s0f0np0", "12.1a", "sm_121a", "/root/.cache/huggingface", "PCI_BUS_ID",
+    "0x1F", "Qwen/Qwen3-Coder-30B-A3B-Instruct-FP8", "a" * 64, "sha256:" + "0" * 64,
+]
+SECRET_NAMES = ["HFTOKEN", "HF_TOKEN", "HF_HUB_TOKEN", "HUGGING_FACE_HUB_TOKEN", "GITHUBTOKEN", "SSH_PASSPHRASE",
+                "WANDB_KEY", "WANDB_API_KEY", "OPENAI_KEY", "OPENAI_API_KEY", "ANTHROPIC_KEY", "AWS_SECRET_ACCESS_KEY",
+                "DB_PASSWORD", "REDIS_PASS", "SIGNING_KEY", "SSH_PRIVATE_KEY", "GOOGLE_CREDENTIALS", "VLLM_API_KEY"]
+SECRET_VALUES = ["https://user:pw@host/org/repo", "git+https://oauth2:abc123@gitlab.example/x.git",
+                 "redis://:hunter2@cache:6379/0", "Bearer abcdef1234567890", "Authorization: Bearer eyJhb.abc.def",
+                 "Basic dXNlcjpwYXNzd29yZA==", "hf_" + "a" * 34]
+
+
+@pytest.mark.parametrize("name", sorted(_env_names_in_the_repository()) + ORDINARY_NAMES)
+def test_ordinary_env_names_are_not_secrets(name):
+    from generator.lint import secret_name
+
+    assert not secret_name(name)
+
+
+@pytest.mark.parametrize("value", ORDINARY_VALUES)
+def test_ordinary_values_are_not_secrets(value):
+    from generator.lint import SECRET_VALUE
+
+    assert not SECRET_VALUE.search(value)
+
+
+def test_the_repository_has_env_names_to_check():
+    assert len(_env_names_in_the_repository()) >= 20
+
+
+@pytest.mark.parametrize("name", SECRET_NAMES)
+def test_secret_names_are_refused(tmp_path, name):
+    result = validate(tmp_recipe(tmp_path, '    "--max-model-len", "4096",\n', env=f'{name} = "x"\n'))
+    (f,) = findings(result)
+    assert (f.rule, f.key) == ("secret", f"env.{name}")
+
+
+@pytest.mark.parametrize("value", SECRET_VALUES)
+@pytest.mark.parametrize("where", ["env", "args", "mount"])
+def test_secret_values_are_refused_anywhere(tmp_path, value, where):
+    quoted = json.dumps(value)
+    if where == "env":
+        path = tmp_recipe(tmp_path, '    "--max-model-len", "4096",\n', env=f"SOURCE = {quoted}\n")
+    elif where == "args":
+        path = tmp_recipe(tmp_path, f'    "--served-model-name", {json.dumps(shlex.quote(value))},\n')
+    else:
+        path = tmp_recipe(tmp_path, '    "--max-model-len", "4096",\n')
+        path.write_text(path.read_text("utf-8").replace(
+            "args = [", f'extra_mounts = [{{ host = "/srv", container = {json.dumps("/m/" + value)} }}]\nargs = ['),
+            "utf-8")
+    result = validate(path)
+    assert result.exit_code == 1, result.stderr
+    assert [f.rule for f in findings(result)] == ["secret"], result.stderr
+
+
+def test_secret_in_a_cluster_pass_env_value_is_refused(tmp_path):
+    text = CLUSTER.read_text("utf-8").replace("[env]\n", '[env]\nPROXY = "http://me:pw@proxy:3128"\n', 1)
+    path = tmp_path / "cluster.toml"
+    path.write_text(text, "utf-8")
+    result = run("validate", str(path))
+    assert [(f.rule, f.key) for f in findings(result)] == [("secret", "env.PROXY")], result.stderr
+
+
+# --- bad-json: JSON without shell quotes -------------------------------------------------------------------------
+
+QUOTING_HINT = "wrap it in single quotes inside the string"
+
+
+@pytest.mark.parametrize("args, became", [
+    ('    "--speculative-config", "{\\"method\\": \\"mtp\\", \\"num_speculative_tokens\\": 2}",\n', "4 words"),
+    ('    "--compilation-config", "{\\"level\\":3}",\n', "1 word without its double quotes"),
+    ('    "--speculative-config={\\"method\\": \\"mtp\\"}",\n', "2 words"),
+    ('    "--override-generation-config", "{\\"temperature\\": 0.6,}",\n', "2 words"),
+    ('    "--hf-overrides", "[\\"a\\", \\"b\\"]",\n', "2 words"),
+])
+def test_unquoted_json_hints_at_shell_quotes(tmp_path, args, became):
+    result = validate(tmp_recipe(tmp_path, args))
+    (f,) = findings(result)
+    assert f.rule == "bad-json" and f"this JSON became {became}: {QUOTING_HINT}" in f.message, f.message
+
+
+@pytest.mark.parametrize("args", [
+    "    \"--override-generation-config\", \"'{\\\"temperature\\\": 0.6,}'\",\n",  # quoted, a real typo
+    '    "--compilation-config", """\n\'{"cudagraph_mode": "FULL",}\'""",\n',
+])
+def test_quoted_json_typo_has_no_quoting_hint(tmp_path, args):
+    result = validate(tmp_recipe(tmp_path, args))
+    (f,) = findings(result)
+    assert f.rule == "bad-json" and QUOTING_HINT not in f.message, f.message
+
+
+# --- unknown-flag and flag-value: the engine release the image runs -------------------------------------------
+
+
+@pytest.mark.parametrize("args, engine, image, names", [
+    ('    "--gpu-memory-utilisation", "0.8",\n', "vllm", "vllm/vllm-openai:v0.11.0",
+     ("'--gpu-memory-utilisation' is not a vllm 0.11.0 flag", "did you mean '--gpu-memory-utilization'?")),
+    ('    "--max-cudagraph-capture-size", "32",\n', "vllm", "vllm/vllm-openai:v0.11.0",
+     ("not a vllm 0.11.0 flag", "it is in 0.31.0 and later")),
+    ('    "--max", "8",\n', "vllm", "vllm/vllm-openai:v0.34.0", ("ambiguous abbreviation", "'--max-")),
+    ('    "--mem_fraction_static", "0.8",\n', "sglang", "lmsysorg/sglang:v0.5.3-cu129",
+     ("not a sglang 0.5.3 flag", "did you mean '--mem-fraction-static'?")),
+    ('    "--mem_fraction_static", "0.8",\n', "sglang", "lmsysorg/sglang:spark",  # no SGLang release takes _
+     ("not a sglang 0.5.23 flag", "does not accept '_'", "lmsysorg/sglang:spark names no sglang release")),
+    ('    "--enable-prefix-cachin",\n', "vllm", "eugr/spark-vllm-b12x:sm121",  # a custom image: says what it assumed
+     ("not a vllm 0.34.0 flag", "did you mean '--enable-prefix-caching'?", "the newest with flag data assumed")),
+])
+def test_unknown_flag(tmp_path, args, engine, image, names):
+    result = validate(tmp_recipe(tmp_path, args, engine=engine, image=image, nodes=1))
+    (f,) = findings(result)
+    assert (f.rule, f.severity, f.line, f.key) == ("unknown-flag", WARNING, 7, "args")
+    for name in names:
+        assert name in f.message, f.message
+
+
+@pytest.mark.parametrize("args, engine, image", [
+    ('    "--max_num_seqs=8",\n', "vllm", "vllm/vllm-openai:v0.11.0"),  # vLLM takes _ for -
+    ('    "-O3",\n', "vllm", "vllm/vllm-openai:v0.11.0"),
+    ('    "--compilation-config.cudagraph_mode", "FULL",\n', "vllm", "vllm/vllm-openai:v0.34.0"),  # dotted JSON key
+    ('    "--no-enable-prefix-caching",\n', "vllm", "nvcr.io/nvidia/vllm:25.10-py3"),
+    ('    "--disable-prefix-caching",\n', "vllm", "vllm/vllm-openai:v0.34.0"),  # EnableDisableAction, 0.33+
+    # a guessed release (custom image) does not warn on a flag some release has: it may be that one
+    ('    "--max-num-seqs", "8",\n    "--disable-log-requests",\n', "vllm", "eugr/spark-vllm-b12x:sm121"),
+    ('    "--mem-fraction-static", "0.8",\n    "--tool-call-parser", "glm45",\n', "sglang", "lmsysorg/sglang:spark"),
+])
+def test_accepted_flags_have_no_finding(tmp_path, args, engine, image):
+    result = validate(tmp_recipe(tmp_path, args, engine=engine, image=image, nodes=1), "--strict")
+    assert result.exit_code == 0 and findings(result) == [], result.stderr
+
+
+def test_a_wrapper_entrypoint_is_not_checked(tmp_path):
+    path = tmp_recipe(tmp_path, '    "--whatever-my-script-takes", "x",\n')
+    path.write_text(path.read_text() + 'entrypoint = ["/opt/start.sh"]\n')
+    result = validate(path, "--strict")
+    assert result.exit_code == 0 and findings(result) == [], result.stderr
+
+
+@pytest.mark.parametrize("args, engine, image, names", [
+    ('    "--gpu-memory-utilization", "abc",\n', "vllm", "vllm/vllm-openai:v0.11.0",
+     ("'--gpu-memory-utilization' takes a number, not 'abc'", "vllm 0.11.0")),
+    ('    "--enforce-eager", "true",\n', "vllm", "vllm/vllm-openai:v0.11.0", ("is a switch and takes no value",)),
+    ('    "--enforce-eager=true",\n', "vllm", "vllm/vllm-openai:v0.34.0", ("takes no value", "'true'")),
+    ('    "--kv-cache-dtype", "fp9",\n', "vllm", "vllm/vllm-openai:v0.11.0",
+     ("'fp9' is not one of", "did you mean 'fp8'?")),
+    ('    "--trust-remote-code", "yes",\n', "sglang", "lmsysorg/sglang:v0.5.3", ("takes no value", "sglang 0.5.3")),
+    ('    "--max-num-seqs", "6.5",\n', "vllm", "eugr/spark-vllm-b12x:sm121", ("takes an integer",)),
+])
+def test_flag_value(tmp_path, args, engine, image, names):
+    result = validate(tmp_recipe(tmp_path, args, engine=engine, image=image, nodes=1))
+    (f,) = findings(result)
+    assert (f.rule, f.severity, f.line, f.key) == ("flag-value", ERROR, 7, "args")
+    for name in names:
+        assert name in f.message, f.message
+    assert result.exit_code == 1
+
+
+@pytest.mark.parametrize("args, image", [
+    ('    "--kv-cache-dtype", "fp8_e4m3",\n', "vllm/vllm-openai:v0.11.0"),
+    ('    "--speculative-config", "None",\n', "vllm/vllm-openai:v0.11.0"),  # optional_type: "None" parses
+    # choices of a guessed release are not judged: a custom image may add backends
+    ('    "--dtype", "float8_custom",\n', "eugr/spark-vllm-b12x:sm121"),
+])
+def test_valid_values_have_no_finding(tmp_path, args, image):
+    result = validate(tmp_recipe(tmp_path, args, image=image, nodes=1), "--strict")
+    assert result.exit_code == 0 and findings(result) == [], result.stderr

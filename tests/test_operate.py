@@ -15,7 +15,9 @@ from click.testing import CliRunner
 
 from generator.cli import main
 from generator.deploy.docker import DockerError
-from generator.deploy.operate import _model_ids, _seconds, _since
+from generator.deploy.backends.base import since as _since
+from generator.deploy.readiness import model_ids as _model_ids
+from generator.plan import duration_seconds as _seconds
 
 
 def started(ago: timedelta) -> str:
@@ -171,7 +173,7 @@ def test_docker_error_detail_skips_usage_hints(stderr: str, detail: str):
 
 
 def test_doctor_keeps_the_start_and_the_end_of_a_long_docker_error():
-    from generator.doctor import _reason
+    from generator.deploy.docker import reason as _reason
 
     head = "docker: Error response from daemon: failed to create task for container: OCI runtime create failed:"
     tail = "nvidia-container-cli: initialization error: load library failed: libnvidia-ml.so.1: cannot open"

@@ -20,3 +20,5 @@ def test_every_package_folder_is_listed_in_pyproject():
     assert all(any(p.match(pattern) for pattern in data["generator._templates"])
                for p in (ROOT / "templates").iterdir())
     assert all(any(p.match(pattern) for pattern in data["generator._schema"]) for p in (ROOT / "schema").iterdir())
+    assert all(any(p.relative_to(ROOT / "generator").match(pattern) for pattern in data["generator"])
+               for p in (ROOT / "generator" / "data").iterdir())

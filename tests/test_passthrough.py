@@ -29,6 +29,7 @@ import tomli_w
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from generator.lint import SECRET_VALUE, secret_name  # the `secret` rule's patterns: its refusals are filtered
 from test_golden import compose_binary, compose_env, recipegen
 
 # What the lint rules reject on purpose (README: "the compiler owns ... a recipe that sets one is an error").
@@ -37,10 +38,6 @@ OWNED_VLLM = {"--model", "--tensor-parallel-size", "-tp", "--pipeline-parallel-s
               "--master-port", "--headless"}
 OWNED_ENV = {"VLLM_HOST_IP", "MASTER_ADDR", "MASTER_PORT"}
 CHECKED_VALUES = {"--gpu-memory-utilization", "--mem-fraction-static"}  # compared with the cluster's ceiling
-SECRET_VALUE = re.compile(r"(hf_[A-Za-z0-9]{30,}|sk-[A-Za-z0-9_-]{20,}|gh[pousr]_[A-Za-z0-9]{30,}"
-                          r"|glpat-[A-Za-z0-9_-]{20,}|xox[baprs]-[A-Za-z0-9-]{10,}|AKIA[0-9A-Z]{16}"
-                          r"|eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\.)")
-SECRET_NAME = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|APIKEY|ACCESS_KEY|PRIVATE_KEY)", re.I)
 NEGATIVE_NUMBER = re.compile(r"^-\d+(\.\d+)?([eE][-+]?\d+)?$")
 
 MODEL = "org/model"
@@ -53,7 +50,7 @@ SPECIALS = ["$", "$$", "${VAR}", "$VAR", "${VAR:-x}", "$(id)", "`id`", "'", '"',
             "!tag", "!!str", "!!binary", "%YAML", "@", "|", ">", "?", ",", "---", "...", " ", "  ", "~", "null",
             "true", "yes", "on", "0x1F", "1e3", ".inf", "<<", "=", "\u2028", "\u2029", "\u0085", "\ufeff", "\ufffe",
             "\uffff", "\x7f", "\x1b", "\x01", "\u00a0", "\u200b", "\U0001f600", "\U00010000", "\U0010fffd", "é",
-            "\u0301"]
+            "\u0301", "2024-05-01", "12:30:00", "2024-05-01T00:00:00Z", "1:30", "off", "0o17"]
 CHARS = st.characters(exclude_categories=["Cs"], exclude_characters="\x00")
 ANY_TEXT = st.lists(st.one_of(st.sampled_from(SPECIALS), st.text(CHARS, max_size=6)), max_size=6).map("".join)
 
@@ -93,7 +90,7 @@ WORDS = st.lists(TEXT.filter(word_accepted), min_size=1, max_size=4)
 
 
 ENV_NAME = st.from_regex(r"\A[A-Za-z_][A-Za-z0-9_]{0,10}\Z").filter(
-    lambda n: n not in OWNED_ENV and not SECRET_NAME.search(n))
+    lambda n: n not in OWNED_ENV and not secret_name(n))
 ENV = st.dictionaries(ENV_NAME, TEXT.filter(lambda v: not SECRET_VALUE.search(v)), max_size=4)
 SEGMENT = TEXT.filter(lambda t: "/" not in t)
 MOUNTS = st.lists(st.tuples(SEGMENT, TEXT, st.booleans()), max_size=3)

@@ -48,7 +48,7 @@ OWNED_SPELLINGS = {
     },
     "sglang": {
         "--model-path": "--model-path",
-        "--tp-size": "--tp", "--tp": "--tp", "--tensor-parallel-size": "--tp",
+        "--tp-size": "--tp-size", "--tp": "--tp-size", "--tensor-parallel-size": "--tp-size",
         "--pp-size": "--pp-size", "--pp": "--pp-size", "--pipeline-parallel-size": "--pp-size",
         "--dist-init-addr": "--dist-init-addr", "--nnodes": "--nnodes", "--node-rank": "--node-rank",
     },
@@ -61,7 +61,7 @@ RAY_OWNED = {"--head", "--address", "--port", "--node-ip-address", "--block"}
 ALLOWED_EXTRA_GROUPS = {
     ("--pipeline-parallel-size", "1"): "vLLM's default; recipegen always states the parallel sizes",
     ("--tensor-parallel-size", "1"): "vLLM's default; recipegen always states the parallel sizes",
-    ("--tp", "1"): "SGLang's default; recipegen always states the parallel size",
+    ("--tp-size", "1"): "SGLang's default; recipegen always states the parallel size",
 }
 # Variables recipegen may set where the peer sets none (a peer that sets one must agree on the value).
 _FABRIC = ("the cluster's fabric environment (tests/peers/cluster.toml [env]): recipegen binds every rank to the "

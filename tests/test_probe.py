@@ -20,13 +20,13 @@ import pytest
 from click.testing import CliRunner
 
 from generator.cli import main
-from generator.probe.facts import GpuInfo, NodeFacts, gid_index
-from generator.probe.parse import (facts_from_sections, parse_fib_trie, parse_infiniband, parse_ip_addr, parse_memlock,
+from generator.cluster.probe.facts import GpuInfo, NodeFacts, gid_index
+from generator.cluster.probe.parse import (facts_from_sections, parse_fib_trie, parse_infiniband, parse_ip_addr, parse_memlock,
                                    parse_nvidia_smi, parse_route, parse_sections)
-from generator.probe.proposal import Proposal, _ssh_endpoint, candidates, exclusion, node_names, propose
-from generator.probe.read import image_candidates
-from generator.probe.render import render_cluster
-from generator.probe.write import write_atomic
+from generator.cluster.probe.proposal import Proposal, _ssh_endpoint, candidates, exclusion, node_names, propose
+from generator.cluster.probe.read import image_candidates
+from generator.cluster.probe.render import render_cluster
+from generator.cluster.probe.write import write_atomic
 from generator.resolve import load_cluster
 
 FIXTURES = Path(__file__).parent / "fixtures" / "probe"
@@ -330,7 +330,7 @@ def test_address_helpers():
 
 
 def _duo(tmp_path: Path):
-    from generator.doctor import check_node, check_subnets
+    from generator.cluster.doctor import check_node, check_subnets
 
     facts = [spark("spark1"), spark("spark2")]
     cluster = load_cluster(write(tmp_path, propose(facts, name="duo")))
@@ -338,7 +338,7 @@ def _duo(tmp_path: Path):
 
 
 def _levels(found) -> dict[str, str]:
-    return {f.check: f.level for f in found if f.level != "ok"}
+    return {f.code: f.severity.value for f in found if f.severity.value != "ok"}
 
 
 def test_doctor_checks_pass_on_the_proposal(tmp_path: Path):
@@ -346,14 +346,14 @@ def test_doctor_checks_pass_on_the_proposal(tmp_path: Path):
     for node, f in zip(cluster.nodes, facts):
         assert _levels(check_node(cluster, node, f)) == {}
     by_name = {n.name: f for n, f in zip(cluster.nodes, facts)}
-    assert [f.level for f in check_subnets(cluster, by_name)] == ["ok"]
+    assert [f.severity.value for f in check_subnets(cluster, by_name)] == ["ok"]
 
 
 def test_doctor_finds_stale_fabric_settings(tmp_path: Path):
     cluster, facts, check_node, _ = _duo(tmp_path)
     node = cluster.nodes[1]
     node.env.update({"NCCL_IB_GID_INDEX": "1", "NCCL_IB_HCA": "mlx5_0", "GLOO_SOCKET_IFNAME": "eth0"})
-    found = {f.check: f for f in check_node(cluster, node, facts[1]) if f.level != "ok"}
+    found = {f.code: f for f in check_node(cluster, node, facts[1]) if f.severity.value != "ok"}
     assert set(found) == {"NCCL_IB_GID_INDEX", "NCCL_IB_HCA", "GLOO_SOCKET_IFNAME"}
     assert found["NCCL_IB_GID_INDEX"].fix == 'set [nodes.env] NCCL_IB_GID_INDEX = "3"'
     assert "GID index 1 is stale" in found["NCCL_IB_GID_INDEX"].message
@@ -363,17 +363,45 @@ def test_doctor_finds_stale_fabric_settings(tmp_path: Path):
 def test_doctor_finds_a_down_port_and_a_foreign_address(tmp_path: Path):
     cluster, facts, check_node, _ = _duo(tmp_path)
     facts[0].interfaces["enp1s0f0np0"].state = "down"
-    found = {f.check: f for f in check_node(cluster, cluster.nodes[0], facts[0]) if f.level != "ok"}
-    assert found["NCCL_SOCKET_IFNAME"].level == "error" and "enp1s0f0np0 is down" in found["NCCL_SOCKET_IFNAME"].message
+    found = {f.code: f for f in check_node(cluster, cluster.nodes[0], facts[0]) if f.severity.value != "ok"}
+    assert found["NCCL_SOCKET_IFNAME"].severity.value == "error" and "enp1s0f0np0 is down" in found["NCCL_SOCKET_IFNAME"].message
     object.__setattr__(cluster.nodes[1], "address", "192.168.100.99")
-    found = {f.check: f for f in check_node(cluster, cluster.nodes[1], facts[1]) if f.level != "ok"}
-    assert found["address"].level == "error" and "192.168.100.99 is on no interface" in found["address"].message
+    found = {f.code: f for f in check_node(cluster, cluster.nodes[1], facts[1]) if f.severity.value != "ok"}
+    assert found["address"].severity.value == "error" and "192.168.100.99 is on no interface" in found["address"].message
 
 
 def test_doctor_finds_the_management_nic_named_for_nccl(tmp_path: Path):
     cluster, facts, check_node, _ = _duo(tmp_path)
     node = cluster.nodes[0]
     object.__setattr__(node, "address", "192.168.1.50")
-    found = {f.check: f for f in check_node(cluster, node, facts[0]) if f.level != "ok"}
-    assert found["address"].level == "warning" and "holds the default route" in found["address"].message
-    assert found["NCCL_SOCKET_IFNAME"].level == "error" and "is on enP7s7" in found["NCCL_SOCKET_IFNAME"].message
+    found = {f.code: f for f in check_node(cluster, node, facts[0]) if f.severity.value != "ok"}
+    assert found["address"].severity.value == "warning" and "holds the default route" in found["address"].message
+    assert found["NCCL_SOCKET_IFNAME"].severity.value == "error" and "is on enP7s7" in found["NCCL_SOCKET_IFNAME"].message
+
+
+def test_doctors_connector_reports_a_refused_connection_without_nc(tmp_path: Path):
+    """Engine images have python3 and no nc: the connector's python3 fallback must fail when the connect does."""
+    import os
+    import socket
+    import subprocess
+    import sys
+
+    from generator.cluster.reach import _CONNECT
+
+    (tmp_path / "python3").symlink_to(sys.executable)  # PATH holds python3 only: no nc, no tail
+    listening = socket.socket()
+    listening.bind(("127.0.0.1", 0))
+    listening.listen()
+    open_port = listening.getsockname()[1]
+    spare = socket.socket()
+    spare.bind(("127.0.0.1", 0))
+    closed = spare.getsockname()[1]
+    spare.close()
+    try:
+        done = subprocess.run(["/bin/sh", "-c", _CONNECT], capture_output=True, text=True, timeout=30, env={
+            "PATH": str(tmp_path), "TARGETS": f"127.0.0.1:{open_port} 127.0.0.1:{closed}",
+            "WAIT": "2", "HOME": os.environ.get("HOME", "/")})
+    finally:
+        listening.close()
+    assert sorted(done.stdout.splitlines()) == sorted([f"OK 127.0.0.1:{open_port}",
+                                                       f"FAIL 127.0.0.1:{closed} [Errno 111] Connection refused"])

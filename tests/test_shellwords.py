@@ -292,7 +292,7 @@ def test_unterminated_quote_points_at_its_element(tmp_path, items, bad, kind, sh
 # --- the shell-literal rule through the CLI ---------------------------------------------------------------------
 
 RECIPE = '''engine = "vllm"
-docker_image = "vllm/vllm-openai:v0.11.0"
+docker_image = "vllm/vllm-openai:v0.34.0"
 model = "Qwen/Qwen3-32B"
 required_nodes = 2
 tensor_parallel_size = 2
@@ -315,19 +315,21 @@ def validate(tmp_path: Path, value: str):
 @pytest.mark.parametrize("value, says", [
     ("--chat-template $TEMPLATE", "expanded $TEMPLATE"),
     ('--served-model-name "$(hostname)"', "replaced $(...)"),
-    ("--x a;b", "ended the command at ';'"),
+    ("--served-model-name a;b", "ended the command at ';'"),
     ("--download-dir ~/models", "home directory"),
-    ("--x 1 # the rest", "as a comment"),
+    ("--served-model-name 1 # the rest", "as a comment"),
 ])
 def test_shell_literal_warns_at_the_element(tmp_path, value, says):
     result = validate(tmp_path, value)
     assert result.exit_code == 1  # a warning fails --strict
     (line,) = result.stderr.splitlines()
-    assert ":8:1: warning[shell-literal]: args: " in line
+    assert ":8:5: warning[shell-literal]: args: " in line  # the element's own column
     assert "reaches the engine literally (recipegen runs no shell)" in line and says in line
 
 
-@pytest.mark.parametrize("value", ["--x '$HOME'", '--x "a\\$b"', "--x a#b", "--x '~/m'", "--x \"a;b\""])
+@pytest.mark.parametrize("value", ["--served-model-name '$HOME'", '--served-model-name "a\\$b"',
+                                   "--served-model-name a#b", "--served-model-name '~/m'",
+                                   "--served-model-name \"a;b\""])
 def test_shell_literal_quiet_on_quoted(tmp_path, value):
     result = validate(tmp_path, value)
     assert result.exit_code == 0, result.stderr

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from lab import IMAGE, Lab
-from test_deploy_lab import SERVED, models, put_model, run, vllm_recipe
+from test_deploy_lab import SERVED, containers, models, put_model, run, vllm_recipe
 
 pytestmark = pytest.mark.lab
 
@@ -89,6 +89,27 @@ def test_swarm_setup_then_two_stacks_side_by_side(swarm_project: Path, clean_lab
     while not (tasks_gone(lab, "pair") and tasks_gone(lab, "solo")):
         assert time.monotonic() < deadline, "stacks were not removed"
         time.sleep(0.5)
+
+
+def test_swarm_failure_shows_each_ranks_log_and_down_returns_with_nothing_left(swarm_project: Path, clean_lab: Lab):
+    lab, root = clean_lab, swarm_project
+    lab.init_swarm(lab.nodes[:3])
+    (root / "recipes" / "dies").mkdir()
+    (root / "recipes" / "dies" / "recipe.toml").write_text(vllm_recipe(2, env={"LAB_FAIL_JOIN": "injected by the test"}))
+    run(lab, root, "build", check=True)
+    up = run(lab, root, "up", "--swarm", "dies", "--timeout", "60")
+    assert up.returncode == 1
+    assert "up failed: rank on spark2" in up.stderr
+    assert "spark2 | " in up.stderr and "injected by the test" in up.stderr  # the task's own last lines
+    assert "spark1 | " in up.stderr
+    # The cleanup waited: not a task container of the failed stack is left when up returns.
+    assert all(containers(lab, n, "dies") == [] for n in lab.nodes)
+
+    assert run(lab, root, "up", "--swarm", "pair", "--timeout", "120").returncode == 0
+    down = run(lab, root, "down", "--swarm", "pair")
+    assert down.returncode == 0, down.stderr
+    assert "pair: nothing of it runs on any node" in down.stdout
+    assert all(containers(lab, n, "pair") == [] for n in lab.nodes)  # at once: down returned after they went
 
 
 def test_images_copies_to_nodes_missing_it_and_then_copies_nothing(tmp_path: Path, clean_lab: Lab):

@@ -1,12 +1,26 @@
-"""`recipegen contexts`: does each node's Docker context exist and answer; create missing ones on request."""
+"""A node's Docker context: does it exist and answer (`recipegen contexts`), create missing ones on request, and
+the finding every command reports when one does not answer."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 
-from generator.deploy.docker import Docker, DockerError
+from generator.deploy import findings as codes
+from generator.deploy.docker import Docker, DockerError, Failure
+from generator.deploy.findings import Finding, Severity
+from generator.deploy.targets import each
 from generator.model import Cluster, Node
+
+
+def context_finding(node: str, context: str, exc: DockerError) -> Finding:
+    """The context of a node does not exist or does not answer: say which, and how to fix it."""
+    if exc.failure is Failure.NO_CONTEXT:
+        return Finding(node, Severity.ERROR, codes.CONTEXT_MISSING,
+                       f"context '{context}' does not answer: {exc.short}; create it with "
+                       "`recipegen contexts --create`", "recipegen contexts --create")
+    return Finding(node, Severity.ERROR, codes.CONTEXT_UNREACHABLE, f"context '{context}' does not answer: "
+                   f"{exc.short}", f"check `docker --context {context} info` (the context, ssh access to the node, "
+                   "the docker service); `recipegen contexts`")
 
 
 @dataclass(frozen=True)
@@ -19,14 +33,11 @@ class ContextRow:
 
 
 def _known_contexts() -> dict[str, str]:
-    out = Docker("default").run("context", "ls", "--format", "{{json .}}", timeout=15)
-    rows = [json.loads(line) for line in out.splitlines() if line.strip()]
-    return {row["Name"]: row.get("DockerEndpoint", "") for row in rows}
+    rows = Docker("default").json_lines("context", "ls", "--format", "{{json .}}", timeout=15)
+    return {str(row["Name"]): str(row.get("DockerEndpoint", "")) for row in rows}
 
 
 def check_contexts(cluster: Cluster, create: bool) -> list[ContextRow]:
-    from generator.deploy.targets import each  # thread fan-out shared with the deploy commands
-
     known = _known_contexts()
     if create:
         for node in cluster.nodes:
@@ -44,7 +55,8 @@ def check_contexts(cluster: Cluster, create: bool) -> list[ContextRow]:
             version = Docker(node.context).server_version()
             return ContextRow(node.name, node.context, known[node.context], f"yes (engine {version})", True)
         except DockerError as exc:
-            return ContextRow(node.name, node.context, known[node.context], f"no: {exc.detail}", False)
+            return ContextRow(node.name, node.context, known[node.context], f"no: {exc.short}", False)
 
     results = each(list(cluster.nodes), probe)
-    return list(results.values())
+    return [r if isinstance(r, ContextRow) else ContextRow(n.name, n.context, known.get(n.context), f"no: {r}", False)
+            for n, r in zip(cluster.nodes, results.values())]

@@ -1,17 +1,21 @@
 """`recipegen images`: the recipe's image, identical, on every node it uses.
 
 Where the recipe has a build context the image is built on each node lacking it (compose build); otherwise it
-is copied from a node that has it: one `docker save` there, fanned out to every target's `docker load` at once
-(generator/transfer/images.py says why through this machine). Nodes whose image id already matches the
-source's are left alone, so a second run copies nothing.
+is copied from a node that has it (`docker save | docker load` across contexts). Nodes whose image id already
+matches the source's are left alone, so a second run copies nothing.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from generator.deploy.docker import reason
-from generator.deploy.targets import Deployment, each
+from generator.deploy import findings as codes
+from generator.deploy.docker import DockerError, Failure, reason
+from generator.deploy.findings import Finding, Severity
+from generator.deploy.targets import CompiledDeployment, Target, each
+
+COPY_TIMEOUT = 3600.0
+BUILD_TIMEOUT = 3600.0
 
 
 @dataclass(frozen=True)
@@ -19,47 +23,61 @@ class ImageResult:
     node: str
     action: str  # "present", "copied from X", "built", "failed"
     image_id: str | None
-    error: str | None = None
+    finding: Finding | None = None  # why it failed
 
 
-def sync_images(dep: Deployment) -> list[ImageResult]:
+def _failed(node: str, code: str, message: str) -> ImageResult:
+    return ImageResult(node, "failed", None, Finding(node, Severity.ERROR, code, message))
+
+
+def _unreadable(target: Target, exc: Exception) -> ImageResult:
+    """The node could not say whether it has the image: docker's own words are the message."""
+    unreachable = isinstance(exc, DockerError) and exc.failure in (Failure.UNREACHABLE, Failure.NO_CONTEXT,
+                                                                   Failure.TIMEOUT)
+    return _failed(target.name, codes.CONTEXT_UNREACHABLE if unreachable else codes.IMAGE_UNREADABLE, reason(exc))
+
+
+def sync_images(dep: CompiledDeployment) -> list[ImageResult]:
     image = dep.plan.head.image
     ids = each(dep.targets, lambda t: t.docker.image_id(image))
-    failed = {n: r for n, r in ids.items() if isinstance(r, BaseException)}
-    results: dict[str, ImageResult] = {n: ImageResult(n, "failed", None, reason(e)) for n, e in failed.items()}
-    live = [t for t in dep.targets if t.name not in failed]
+    results: dict[str, ImageResult] = {t.name: _unreadable(t, r) for t in dep.targets
+                                       if isinstance(r := ids[t.name], Exception)}
+    live = [t for t in dep.targets if t.name not in results]
+    present = {t.name: i for t in live if isinstance(i := ids[t.name], str)}
     if dep.plan.head.build_context:
-        todo = [t for t in live if ids[t.name] is None]
-        built = each(todo, lambda t: t.docker.compose(str(t.compose_file), "build", timeout=3600))
+        todo = [t for t in live if t.name not in present]
+        built = each(todo, lambda t: t.docker.compose(str(t.compose_file), "build", timeout=BUILD_TIMEOUT))
+        for t in todo:
+            err = built[t.name]
+            results[t.name] = (ImageResult(t.name, "built", t.docker.image_id(image)) if not isinstance(err, Exception)
+                               else _failed(t.name, codes.IMAGE_BUILD_FAILED, reason(err)))
+    elif not present:
         for t in live:
-            if t in todo:
-                err = built[t.name]
-                results[t.name] = (ImageResult(t.name, "built", t.docker.image_id(image)) if err is None
-                                   else ImageResult(t.name, "failed", None, reason(err)))
-            else:
-                results[t.name] = ImageResult(t.name, "present", ids[t.name])
-        return [results[t.name] for t in dep.targets]
-    sources = [t for t in live if ids[t.name]]
-    if not sources:
-        return [results.get(t.name) or ImageResult(t.name, "failed", None,
-                                                   f"{image} is on none of the recipe's nodes and it has no "
-                                                   "build context (docker_image_dir)") for t in dep.targets]
-    source = sources[0]
-    want = ids[source.name]
-    todo = [t for t in live if ids[t.name] != want]
+            results[t.name] = _failed(t.name, codes.IMAGE_NOWHERE, f"{image} is on none of the recipe's nodes and it "
+                                                                   "has no build context (docker_image_dir)")
+    else:
+        source = next(t for t in live if t.name in present)
+        want = present[source.name]
+        todo = [t for t in live if present.get(t.name) != want]
+        results.update(_fan_out(source, todo, image, want))
+    for t in live:
+        results.setdefault(t.name, ImageResult(t.name, "present", present.get(t.name)))
+    return [results[t.name] for t in dep.targets]
+
+
+def _fan_out(source: Target, todo: list[Target], image: str, want: str) -> dict[str, ImageResult]:
+    """One `docker save` on the source, read once, into every target's `docker load` at once
+    (generator/transfer/images.py says why through this machine); each target's result."""
     from generator.transfer.images import fan_out
 
-    # one `docker save`, read once, into every target's load at once (not a save per target)
-    copied = {n: RuntimeError(e) if e else None for n, e in (fan_out(source, todo, image) if todo else {}).items()}
+    loaded = fan_out(source, todo, image, COPY_TIMEOUT) if todo else {}
     how = f"copied from {source.name} (one save through this machine, fanned out to {len(todo)})"
-    for t in live:
-        if t in todo:
-            err = copied[t.name]
-            new_id = None if err is not None else t.docker.image_id(image)
-            if err is None and new_id != want:
-                err = RuntimeError(f"image id after load is {new_id}, expected {want}")
-            results[t.name] = (ImageResult(t.name, how, new_id) if err is None
-                               else ImageResult(t.name, "failed", None, reason(err)))
-        else:
-            results[t.name] = ImageResult(t.name, "present", ids[t.name])
-    return [results[t.name] for t in dep.targets]
+    results = {}
+    for t in todo:
+        error = loaded[t.name]
+        got = None if error else t.docker.image_id(image)
+        if error is None and got != want:
+            error = f"image id after load is {got}, expected {want}"
+        results[t.name] = (_failed(t.name, codes.IMAGE_COPY_FAILED, error) if error
+                           else ImageResult(t.name, how, got))
+    return results

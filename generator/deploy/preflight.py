@@ -1,76 +1,77 @@
 """Before anything starts anywhere: every node answers, has the image, the GPU runtime, the ulimits and the
-host paths the ranks need. Checked on all nodes at once; one failure means nothing starts."""
+host paths the ranks need. Checked on all nodes at once; one error means nothing starts."""
 
 from __future__ import annotations
 
+import json
 import os
-from dataclasses import dataclass, field
 
-from generator.deploy.docker import DockerError
-from generator.deploy.targets import Deployment, Target, each
+from generator.deploy import findings as codes
+from generator.deploy.contexts import context_finding
+from generator.deploy.docker import DockerError, Failure, Refusal, bind_source, reason, refusal
+from generator.deploy.findings import Finding, Severity
+from generator.deploy.names import ENGINE_SERVICE, RECIPE_LABEL, preflight_project
+from generator.deploy.targets import CompiledDeployment, Target, each
 from generator.model import HF_CACHE_IN_CONTAINER
-from generator.plan import LABEL_PREFIX
+from generator.plan import NodePlan
 
 
-@dataclass
-class NodeReport:
-    node: str
-    context: str
-    problems: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    image_id: str | None = None
-
-
-def preflight(dep: Deployment) -> dict[str, NodeReport]:
-    results = each(dep.targets, _check_node)
-    reports: dict[str, NodeReport] = {}
+def preflight(dep: CompiledDeployment) -> list[Finding]:
+    """Every node's findings (errors, and notes worth printing), head first; image ids compared across nodes."""
+    results = each(dep.targets, lambda t: _check_node(t, dep.node_plan(t)))
+    found: list[Finding] = []
+    ids: dict[str, str] = {}
     for target in dep.targets:
         result = results[target.name]
-        if isinstance(result, BaseException):
-            result = NodeReport(target.name, target.node.context, [f"preflight failed: {result}"])
-        reports[target.name] = result
-    ids = {r.image_id for r in reports.values() if r.image_id}
-    if len(ids) > 1:
-        listing = ", ".join(f"{r.node}={r.image_id[7:19] if r.image_id.startswith('sha256:') else r.image_id[:12]}"
-                            for r in reports.values() if r.image_id)
-        for report in reports.values():
-            report.problems.append(f"image {dep.plan.head.image} differs across nodes ({listing}): "
-                                   "ranks must run the same build")
-    return reports
+        if isinstance(result, Exception):
+            result = ([Finding(target.name, Severity.ERROR, codes.TRIAL_FAILED, f"preflight failed: {reason(result)}")],
+                      None)
+        found += result[0]
+        if result[1]:
+            ids[target.name] = result[1]
+    if len(set(ids.values())) > 1:
+        listing = ", ".join(f"{node}={image_id.removeprefix('sha256:')[:12]}" for node, image_id in ids.items())
+        found += [Finding(t.name, Severity.ERROR, codes.IMAGE_DIFFERS, f"image {dep.plan.head.image} differs across "
+                          f"nodes ({listing}): ranks must run the same build", "recipegen images")
+                  for t in dep.targets]
+    return found
 
 
-def _check_node(target: Target) -> NodeReport:
-    plan, docker = target.plan, target.docker
-    report = NodeReport(target.name, plan.node.context)
+def _check_node(target: Target, plan: NodePlan) -> tuple[list[Finding], str | None]:
+    """One node's findings and the id of its image (None when it has none)."""
+    out: list[Finding] = []
+
+    def add(severity: Severity, code: str, message: str, fix: str = "") -> None:
+        out.append(Finding(target.name, severity, code, message, fix))
+
     for name in plan.pass_env:
         if name not in os.environ:
-            report.notes.append(f"{name} (pass_env) is not set here: the engine will start without it")
+            add(Severity.WARNING, codes.PASS_ENV_UNSET, f"{name} (pass_env) is not set here: the engine will start "
+                                                        "without it")
     try:  # the first call doubles as the "does the context answer" check
-        for other in _other_recipes(target):
-            report.problems.append(f"node is busy: recipe '{other}' runs here (one GPU per node; "
-                                   f"`recipegen down {other}` first)")
+        for other in _other_recipes(target, plan.recipe_id):
+            add(Severity.ERROR, codes.NODE_BUSY, f"node is busy: recipe '{other}' runs here (one GPU per node; "
+                                                 f"`recipegen down {other}` first)")
     except DockerError as exc:
-        hint = ("; create it with `recipegen contexts --create`" if "not found" in exc.detail.lower()
-                and "context" in exc.detail.lower() else "")
-        report.problems.append(f"context '{plan.node.context}' does not answer: {exc.detail}{hint}")
-        return report
+        return [*out, context_finding(target.name, plan.node.context, exc)], None
     if not target.compose_file.is_file():
-        report.problems.append(f"{target.compose_file} is missing: run `recipegen build`")
+        add(Severity.ERROR, codes.FILE_MISSING, f"{target.compose_file} is missing: run `recipegen build`")
     try:
-        report.image_id = docker.image_id(plan.image)
+        image_id = target.docker.image_id(plan.image)
     except DockerError as exc:
-        report.problems.append(f"cannot inspect image {plan.image}: {exc.detail}")
-        return report
-    if report.image_id is None:
+        add(Severity.ERROR, codes.IMAGE_UNREADABLE, f"cannot inspect image {plan.image}: {exc.short}")
+        return out, None
+    if image_id is None:
         if plan.build_context:
-            report.notes.append(f"image {plan.image} is not there yet; compose will build it")
+            add(Severity.NOTE, codes.IMAGE_WILL_BUILD, f"image {plan.image} is not there yet; compose will build it")
         else:
-            report.problems.append(f"image {plan.image} is not on this node (load it there, or `recipegen images`)")
-        return report
-    problem = _trial_run(target)
-    if problem:
-        report.problems.append(problem)
-    return report
+            add(Severity.ERROR, codes.IMAGE_MISSING, f"image {plan.image} is not on this node (load it there, or "
+                                                     "`recipegen images`)", "recipegen images")
+        return out, None
+    trial = _trial_run(target, plan)
+    if trial:
+        out.append(trial)
+    return out, image_id
 
 
 # Exit status 3 of the trial container: a model is not in the mounted Hugging Face cache; it prints each missing
@@ -93,72 +94,85 @@ def model_dir(model: str) -> str:
     return f"{HF_CACHE_IN_CONTAINER}/hub/models--{model.replace('/', '--')}"
 
 
-def _other_recipes(target: Target) -> set[str]:
+def _other_recipes(target: Target, mine: str) -> set[str]:
     """Recipes other than this one with a running container on the node."""
-    mine = target.plan.recipe_id
-    rows = target.docker.run("ps", "-a", "--filter", f"label={LABEL_PREFIX}.recipe", "--format",
-                             f'{{{{.Label "{LABEL_PREFIX}.recipe"}}}}\t{{{{.State}}}}', timeout=10)
+    row = f'[{{{{json (.Label "{RECIPE_LABEL}")}}}},{{{{json .State}}}}]'  # a JSON pair a line: no label parsing
     found = set()
-    for row in rows.splitlines():
-        recipe, _, state = row.rpartition("\t")
+    for line in target.docker.run("ps", "-a", "--filter", f"label={RECIPE_LABEL}", "--format", row,
+                                  timeout=10).splitlines():
+        recipe, state = json.loads(line) if line.strip() else ("", "")
         if recipe and recipe != mine and state in ("running", "restarting", "created"):
-            found.add(recipe)
+            found.add(str(recipe))
     return found
 
 
-def _trial_run(target: Target) -> str | None:
+def _trial_run(target: Target, plan: NodePlan) -> Finding | None:
     """Run the rank's own compose service (its GPU request, ulimits, shm, devices, mounts: the very file `up`
     starts) with only a look for the model as its command: what would fail at `up` fails here, in a second,
     before any rank starts. Compose creates the read-write mount folders, as it will at `up` (and as a Swarm
     service, which never creates them, needs)."""
-    plan = target.plan
     try:
         target.docker.compose(str(target.compose_file), "run", "--rm", "--no-deps", "-T", "--entrypoint", "sh",
-                              "engine", "-c", _MODEL_CHECK, "sh", *(model_dir(m) for m in plan.models),
-                              project=f"{plan.recipe_id}-preflight", timeout=180)
+                              ENGINE_SERVICE, "-c", _MODEL_CHECK, "sh", *(model_dir(m) for m in plan.models),
+                              project=preflight_project(plan.recipe_id), timeout=180)
     except DockerError as exc:
         if exc.returncode == MODEL_MISSING:
             lines = exc.stdout.splitlines()
             incomplete = {line.removesuffix(" incomplete") for line in lines if line.endswith(" incomplete")}
             missing = set(lines) | incomplete
             named = [m for m in plan.models if model_dir(m) in missing] or [plan.model]
-            fix = f"`recipegen models {plan.recipe_id}` copies it from a node that has it"
-            return "; ".join(f"{'model' if m == plan.model else 'draft model'} {m} is "
-                             f"{'incomplete in' if model_dir(m) in incomplete else 'not in'} this node's Hugging Face "
-                             f"cache: looked in {_host_model_dir(target, m)} ({fix})" for m in named)
-        return _explain_trial(exc.stderr or exc.stdout, target)
+            return Finding(target.name, Severity.ERROR, codes.MODEL_MISSING, "; ".join(
+                f"{'model' if m == plan.model else 'draft model'} {m} is "
+                f"{'incomplete in' if model_dir(m) in incomplete else 'not in'} this node's Hugging Face cache: "
+                f"looked in {_host_model_dir(plan, m)}" for m in named), models_fix(plan))
+        if exc.failure in (Failure.UNREACHABLE, Failure.NO_CONTEXT, Failure.TIMEOUT):
+            return context_finding(target.name, plan.node.context, exc)
+        return _explain_trial(exc, target.name, plan)
     return None
 
 
-def _host_model_dir(target: Target, model: str | None = None) -> str:
-    inside = model_dir(model or target.plan.model)
-    for volume in target.plan.volumes:
+def _host_model_dir(plan: NodePlan, model: str | None = None) -> str:
+    inside = model_dir(model or plan.model)
+    for volume in plan.volumes:
         if inside.startswith(volume.target + "/"):
             return volume.source + inside[len(volume.target):]
     return f"{inside} (inside the container)"
 
 
-def _hf_cache(target: Target) -> str | None:
-    return next((v.source for v in target.plan.volumes if v.target == HF_CACHE_IN_CONTAINER), None)
+def models_fix(plan: NodePlan) -> str:
+    return f"`recipegen models {plan.recipe_id}` copies it from a node that has it"
 
 
-def _explain_trial(stderr: str, target: Target) -> str:
-    text = " ".join(stderr.split())
-    if "bind source path does not exist" in text and _hf_cache(target) and _hf_cache(target) in text:
-        return (f"model {target.plan.model} is not in this node's Hugging Face cache: looked in {_host_model_dir(target)} "
-                f"(the cache folder {_hf_cache(target)} does not exist; `recipegen models {target.plan.recipe_id}` "
-                "copies it from a node that has it)")
-    if "bind source path does not exist" in text:
-        path = text.split("bind source path does not exist:", 1)[1].strip().split()[0]
-        return f"host path {path} does not exist on this node (a read-only mount needs it)"
-    if "could not select device driver" in text or "nvidia-container" in text:
-        return "no NVIDIA GPU runtime: the engine cannot give containers the GPU (install the NVIDIA Container Toolkit)"
-    if "unresolvable CDI devices" in text or "CDI" in text:
-        return ("CDI device nvidia.com/gpu=all is not known to this engine "
-                "(generate the CDI spec: nvidia-ctk cdi generate)")
-    if "rlimit" in text or "ulimit" in text:
-        return (f"ulimits cannot be applied (memlock={target.plan.ulimits.memlock}): raise the hard limit on the node "
-                "or lower `[ulimits]` in the cluster file")
-    if "/dev/infiniband" in text:
-        return "no /dev/infiniband on this node although the cluster says rdma = true"
-    return f"a trial container could not start: {text[-300:]}"
+def _hf_cache(plan: NodePlan) -> str | None:
+    return next((v.source for v in plan.volumes if v.target == HF_CACHE_IN_CONTAINER), None)
+
+
+def _explain_trial(exc: DockerError, node: str, plan: NodePlan) -> Finding:
+    """What a refused trial container means for the rank (docker.refusal read the daemon's error)."""
+    cache = _hf_cache(plan)
+    why = refusal(exc)
+
+    def found(code: str, message: str, fix: str = "") -> Finding:
+        return Finding(node, Severity.ERROR, code, message, fix)
+
+    if why is Refusal.BIND_SOURCE:
+        path = bind_source(exc)
+        if cache and path.startswith(cache):
+            return found(codes.MODEL_MISSING, f"model {plan.model} is not in this node's Hugging Face cache: looked "
+                                              f"in {_host_model_dir(plan)} (the cache folder {cache} does not exist)",
+                         models_fix(plan))
+        return found(codes.HOST_PATH_MISSING, f"host path {path} does not exist on this node (a read-only mount "
+                                              "needs it)")
+    if why is Refusal.GPU_DRIVER:
+        return found(codes.GPU_RUNTIME_MISSING, "no NVIDIA GPU runtime: the engine cannot give containers the GPU",
+                     "install the NVIDIA Container Toolkit")
+    if why is Refusal.CDI:
+        return found(codes.CDI_MISSING, "CDI device nvidia.com/gpu=all is not known to this engine",
+                     "generate the CDI spec: nvidia-ctk cdi generate")
+    if why is Refusal.ULIMIT:
+        return found(codes.ULIMIT_REFUSED, f"ulimits cannot be applied (memlock={plan.ulimits.memlock}): raise the "
+                                           "hard limit on the node or lower `[ulimits]` in the cluster file")
+    if why is Refusal.RDMA_DEVICE:
+        return found(codes.RDMA_MISSING, "no /dev/infiniband on this node although the cluster says rdma = true")
+    text = " ".join((exc.stderr or exc.stdout).split())
+    return found(codes.TRIAL_FAILED, f"a trial container could not start: {text[-300:]}")

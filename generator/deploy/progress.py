@@ -4,14 +4,19 @@ from __future__ import annotations
 
 import sys
 import time
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from rich.live import Live
+    from rich.table import Table
 
 
 class Progress:
-    def __init__(self, nodes: list[str], head: str):
+    def __init__(self, nodes: list[str], head: str) -> None:
         self.states = {n: "waiting" for n in nodes}
         self.head = head
         self.started = time.monotonic()
-        self._live = None
+        self._live: Live | None = None
 
     def __enter__(self) -> "Progress":
         if sys.stderr.isatty():
@@ -22,7 +27,7 @@ class Progress:
             self._live.__enter__()
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: Any) -> None:
         if self._live is not None:
             self._live.__exit__(*exc)
 
@@ -33,7 +38,7 @@ class Progress:
         else:
             print(f"[{time.monotonic() - self.started:6.1f}s] {node}: {state}", file=sys.stderr, flush=True)
 
-    def _table(self):
+    def _table(self) -> Table:
         from rich.table import Table
 
         table = Table("node", "role", "state", title=f"up ({time.monotonic() - self.started:.0f}s)")

@@ -1,6 +1,8 @@
 """What the deployer acts on: each node of a compiled recipe, its context and its compose file in out/.
 
-Built from the plan and the files on disk; nothing here re-derives a rank, an address or a flag.
+Two kinds, so the types say what is there: a `Deployment` read back from out/ alone (down, ps, logs: a recipe that
+no longer compiles can still be watched and stopped) and a `CompiledDeployment`, compiled now and checked against
+out/ (up, images), which always has its plan. Nothing here re-derives a rank, an address or a flag.
 """
 
 from __future__ import annotations
@@ -8,24 +10,24 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, TypeVar
+from typing import Any, Callable, Sequence, TypeVar
 
 from generator.deploy.docker import Docker
+from generator.deploy.names import ENGINE_SERVICE, RANK_LABEL, recipe_filter
 from generator.diagnostics import Diagnostic, RecipegenError
 from generator.model import Cluster, Node
-from generator.plan import LABEL_PREFIX, NodePlan, RecipePlan
+from generator.plan import NodePlan, RecipePlan
 
 T = TypeVar("T")
+I = TypeVar("I")  # noqa: E741 - an item of a fan-out
 
 
 @dataclass(frozen=True)
 class Target:
-    """One node of a deployed recipe. `plan` is there when the recipe was compiled for this command (up,
-    images); down, ps and logs work from out/ alone, so a recipe that no longer compiles can still be stopped."""
+    """One node of a deployed recipe."""
 
     node: Node
     compose_file: Path
-    plan: NodePlan | None = None
 
     @property
     def name(self) -> str:
@@ -42,7 +44,6 @@ class Deployment:
     cluster: Cluster
     out_dir: Path
     targets: tuple[Target, ...]  # head (rank 0) first
-    plan: RecipePlan | None = None
 
     @property
     def head(self) -> Target:
@@ -50,38 +51,49 @@ class Deployment:
 
     @property
     def label(self) -> str:
-        return f"{LABEL_PREFIX}.recipe={self.project}"
+        """The label filter that finds every container of the recipe, whichever backend started it."""
+        return recipe_filter(self.project)
 
     @property
     def stack_file(self) -> Path:
         return self.out_dir / self.project / "stack.yaml"
 
+    def only(self, nodes: set[str]) -> tuple[Target, ...]:
+        return tuple(t for t in self.targets if t.name in nodes)
+
+
+@dataclass(frozen=True)
+class CompiledDeployment(Deployment):
+    """A deployment whose plan was compiled for this command: `up` and `images` need the image, the models,
+    the port the head serves on."""
+
+    plan: RecipePlan
+
+    def node_plan(self, target: Target) -> NodePlan:
+        return next(n for n in self.plan.nodes if n.node.name == target.name)
+
     @property
-    def url(self) -> str | None:
-        """Where the head serves; known from the plan only."""
-        if self.plan is None:
-            return None
+    def url(self) -> str:
         return f"http://{self.head.node.ssh_host}:{self.plan.serve_port}"
 
 
-def deployment(plan: RecipePlan, files: dict[str, str], out_dir: Path, require_current: bool = True) -> Deployment:
+def deployment(plan: RecipePlan, files: dict[str, str], out_dir: Path) -> CompiledDeployment:
     """The deployer runs the committed files; they must be what the recipe compiles to now."""
     from generator.output import differences
 
-    if require_current:
-        stale = differences(out_dir, files, [plan.recipe.id], prune=False)
-        if stale:
-            raise RecipegenError(Diagnostic(str(out_dir / plan.recipe.id), None, None, None,
-                                            f"out/ is not current for this recipe ({stale[0].path}: {stale[0].kind}); "
-                                            "run `recipegen build` first"))
-    targets = tuple(Target(node.node, out_dir / plan.recipe.id / node.node.name / "compose.yaml", node)
+    stale = differences(out_dir, files, [plan.recipe.id], prune=False)
+    if stale:
+        raise RecipegenError(Diagnostic(str(out_dir / plan.recipe.id), None, None, None,
+                                        f"out/ is not current for this recipe ({stale[0].path}: {stale[0].kind}); "
+                                        "run `recipegen build` first"))
+    targets = tuple(Target(node.node, out_dir / plan.recipe.id / node.node.name / "compose.yaml")
                     for node in plan.nodes)
-    return Deployment(plan.recipe.id, plan.cluster, out_dir, targets, plan)
+    return CompiledDeployment(plan.recipe.id, plan.cluster, out_dir, targets, plan)
 
 
 def deployment_from_out(recipe_id: str, cluster: Cluster, out_dir: Path) -> Deployment:
     """The nodes a compiled recipe was written for, read from out/<id>/<node>/compose.yaml (rank from its labels)."""
-    import yaml_rs
+    from generator.verify import read_yaml
 
     folder = out_dir / recipe_id
     files = sorted(folder.glob("*/compose.yaml")) if folder.is_dir() else []
@@ -96,25 +108,27 @@ def deployment_from_out(recipe_id: str, cluster: Cluster, out_dir: Path) -> Depl
             raise RecipegenError(Diagnostic(str(file), None, None, None, f"node '{name}' is not in cluster "
                                                                          f"'{cluster.name}' ({cluster.path})"))
         try:
-            labels = yaml_rs.loads(file.read_text("utf-8"))["services"]["engine"].get("labels", {})
-            rank = int(labels.get(f"{LABEL_PREFIX}.rank", 0))
-        except (ValueError, KeyError, TypeError, yaml_rs.YAMLDecodeError, OSError) as exc:
+            compose: Any = read_yaml(file.read_text("utf-8"))
+            labels = compose["services"][ENGINE_SERVICE].get("labels", {})
+            rank = int(labels.get(RANK_LABEL, 0))
+        except (ValueError, KeyError, TypeError, AttributeError, OSError) as exc:
             raise RecipegenError(Diagnostic(str(file), None, None, None, f"not a compose file recipegen "
                                                                          f"wrote: {exc}")) from None
         ranked.append((rank, Target(known[name], file)))
     return Deployment(recipe_id, cluster, out_dir, tuple(t for _, t in sorted(ranked, key=lambda r: r[0])))
 
 
-def each(targets: tuple[Target, ...] | list[Target], fn: Callable[[Target], T],
-         key: Callable[[Target], str] = lambda t: t.name) -> dict[str, T | BaseException]:
-    """Run fn on every node at once; a node's exception is its result, never the others' problem.
-    Results are keyed by `key(target)`, by default its `.name`."""
-    def guarded(target: Target):
+def each(items: Sequence[I], fn: Callable[[I], T], key: Callable[[I], str] | None = None
+         ) -> dict[str, T | Exception]:
+    """Run fn on every item (node) at once; an item's exception is its result, never the others' problem.
+    Results are keyed by `key(item)`, by default its `.name`, in the items' order."""
+    def guarded(item: I) -> T | Exception:
         try:
-            return fn(target)
+            return fn(item)
         except Exception as exc:  # noqa: BLE001 - reported per node by the caller
             return exc
 
-    with ThreadPoolExecutor(max_workers=max(1, len(targets))) as pool:
-        results = list(pool.map(guarded, targets))
-    return {key(t): r for t, r in zip(targets, results)}
+    name: Callable[[I], str] = key or (lambda item: str(getattr(item, "name")))
+    with ThreadPoolExecutor(max_workers=max(1, len(items))) as pool:
+        results = list(pool.map(guarded, items))
+    return {name(item): r for item, r in zip(items, results)}

@@ -19,10 +19,11 @@ from pathlib import Path
 from typing import Any, Callable, Protocol
 
 from generator.deploy.docker import DockerError, reason
-from generator.deploy.targets import Target, each
+from generator.deploy.docker import Docker
+from generator.deploy.targets import each
 from generator.engines import flag_value
-from generator.model import HF_CACHE_IN_CONTAINER
-from generator.plan import LABEL_PREFIX
+from generator.model import HF_CACHE_IN_CONTAINER, Node
+from generator.plan import LABEL_PREFIX, NodePlan
 from generator.transfer import hf
 
 AGENT = (Path(__file__).parent / "agent.py").read_text("utf-8")
@@ -31,6 +32,26 @@ DOWNLOAD_TIMEOUT = 24 * 3600.0
 # `hf` is the current Hugging Face CLI, `huggingface-cli` the older name; images have one or the other.
 _DOWNLOAD = ('if command -v hf >/dev/null 2>&1; then set -- hf "$@"; else set -- huggingface-cli "$@"; fi; '
              'exec "$@"')
+
+
+@dataclass(frozen=True)
+class Peer:
+    """A node the recipe uses, with its plan: the image its helpers run, its cache, its fabric address."""
+
+    node: Node
+    plan: NodePlan
+
+    @property
+    def name(self) -> str:
+        return self.node.name
+
+    @property
+    def docker(self) -> Docker:
+        return Docker(self.node.context)
+
+
+def peers(nodes: tuple[NodePlan, ...]) -> list[Peer]:
+    return [Peer(n.node, n) for n in nodes]
 
 
 @dataclass
@@ -70,8 +91,7 @@ def revision(recipe: Any) -> str | None:
     return flag_value(recipe, "--revision")
 
 
-def hf_cache(target: Target) -> str:
-    assert target.plan is not None
+def hf_cache(target: Peer) -> str:
     for volume in target.plan.volumes:
         if volume.target == HF_CACHE_IN_CONTAINER:
             return volume.source
@@ -83,12 +103,11 @@ class Helpers:
 
     def __init__(self) -> None:
         self.run_id = f"{os.getpid()}-{int(time.time())}"
-        self.started: list[tuple[Target, str]] = []
+        self.started: list[tuple[Peer, str]] = []
         self.lock = threading.Lock()
 
-    def command(self, target: Target, role: str, *args: str, stdin: bool = False, env: tuple[str, ...] = (),
+    def command(self, target: Peer, role: str, *args: str, stdin: bool = False, env: tuple[str, ...] = (),
                 entrypoint: str = "python3") -> list[str]:
-        assert target.plan is not None
         name = f"recipegen-{role}-{target.name}-{self.run_id}"
         with self.lock:
             self.started.append((target, name))
@@ -104,7 +123,7 @@ class Helpers:
         with self.lock:
             started = list(self.started)
 
-        def remove(item: tuple[Target, str]) -> None:
+        def remove(item: tuple[Peer, str]) -> None:
             try:
                 item[0].docker.run("rm", "-f", item[1], timeout=30)
             except DockerError:
@@ -116,7 +135,7 @@ class Helpers:
             thread.join()
 
 
-def scan(helpers: Helpers, target: Target, repos: list[str]) -> Scan:
+def scan(helpers: Helpers, target: Peer, repos: list[str]) -> Scan:
     cmd = helpers.command(target, "scan", "scan", ROOT, *repos)
     done = subprocess.run(cmd, capture_output=True, timeout=300)
     if done.returncode != 0:
@@ -127,10 +146,9 @@ def scan(helpers: Helpers, target: Target, repos: list[str]) -> Scan:
                 {r: hf.RepoState.from_scan(s) for r, s in data["repos"].items()})
 
 
-def download(helpers: Helpers, target: Target, model: str, rev: str | None) -> None:
+def download(helpers: Helpers, target: Peer, model: str, rev: str | None) -> None:
     """Fetch the model into one node's cache with the image's own Hugging Face CLI; the token reaches it by
     name through the recipe's pass_env (never written anywhere)."""
-    assert target.plan is not None
     args = ["download", model, *(["--revision", rev] if rev else [])]
     env = tuple(n for n in target.plan.pass_env if n in os.environ)
     cmd = helpers.command(target, "download", "-c", _DOWNLOAD, "sh", *args, env=env, entrypoint="sh")
@@ -142,7 +160,7 @@ def download(helpers: Helpers, target: Target, model: str, rev: str | None) -> N
 
 @dataclass
 class _Proc:
-    target: Target
+    target: Peer
     popen: subprocess.Popen[bytes]
     last: dict[str, Any] = field(default_factory=dict)
     stderr: str = ""
@@ -171,7 +189,7 @@ def _advancer(reporter: Reporter, node: str) -> Callable[[dict[str, Any]], None]
     return lambda line: reporter.advance(node, int(line.get("got", 0)))
 
 
-def chain(helpers: Helpers, source: Target, targets: list[Target], plan: list[dict[str, Any]], port: int,
+def chain(helpers: Helpers, source: Peer, targets: list[Peer], plan: list[dict[str, Any]], port: int,
           reporter: Reporter) -> dict[str, tuple[str | None, float]]:
     """Stream `plan` from source through every target in turn: each target's error (None: whole) and the
     seconds its stream took (from its first byte to the last file in place; container starts not counted)."""
@@ -225,7 +243,7 @@ def _last_line(text: str) -> str:
     return lines[-1] if lines else ""
 
 
-def sync_models(targets: list[Target], reporter: Reporter, rev: str | None, port: int) -> list[NodeResult]:
+def sync_models(targets: list[Peer], reporter: Reporter, rev: str | None, port: int) -> list[NodeResult]:
     """Every model of the plan (at revision `rev`, None: main) on every target; receivers listen on `port`.
     Any exception (Ctrl-C too) removes every helper container on every node before it goes on up."""
     helpers = Helpers()
@@ -236,10 +254,9 @@ def sync_models(targets: list[Target], reporter: Reporter, rev: str | None, port
         raise
 
 
-def _sync(helpers: Helpers, targets: list[Target], reporter: Reporter, rev: str | None,
+def _sync(helpers: Helpers, targets: list[Peer], reporter: Reporter, rev: str | None,
           port: int) -> list[NodeResult]:
     plan = targets[0].plan
-    assert plan is not None
     models = [m for m in dict.fromkeys(plan.models)]
     results: list[NodeResult] = []
     local = [m for m in models if not hf.is_hub_id(m)]
@@ -259,7 +276,7 @@ def _sync(helpers: Helpers, targets: list[Target], reporter: Reporter, rev: str 
     states: dict[str, Scan] = {t.name: scans[t.name] for t in live}  # type: ignore[misc]
     manifests: dict[str, list[hf.Entry]] = {}
     downloaded: set[str] = set()
-    sources: dict[str, Target] = {}
+    sources: dict[str, Peer] = {}
     for model, repo in zip(models, repos):
         source, why = _source(live, states, repo, rev)
         if source is None:
@@ -331,7 +348,7 @@ def _state(scan_: Scan, repo: str) -> hf.RepoState:
     return scan_.repos.get(repo) or hf.RepoState()
 
 
-def _source(live: list[Target], states: dict[str, Scan], repo: str, rev: str | None) -> tuple[Target | None, str]:
+def _source(live: list[Peer], states: dict[str, Scan], repo: str, rev: str | None) -> tuple[Peer | None, str]:
     why = "not in any cache"
     for target in live:
         state = states[target.name].repos.get(repo)

@@ -123,6 +123,12 @@ def main(argv: list[str] | None = None) -> int:
                  pp=get("--pipeline-parallel-size", get("-pp", "1")))
     host = get("--host", "0.0.0.0")
     served = get("--served-model-name") or model
+    template = get("--chat-template")
+    if template and ("/" in template or template.endswith(".jinja")) and not os.path.isfile(template):
+        # vLLM reads a path-like --chat-template at start-up (relative to its working directory) and stops
+        # when it cannot: what a chat-template mod that did not run looks like.
+        log.die(f"--chat-template {template!r} looks like a file path, but it failed to be opened "
+                f"(working directory {os.getcwd()})")
     if get("--distributed-executor-backend") == "ray":
         start_ray_workers(n["tp"] * n["pp"])
     elif n["rank"] > 0:

@@ -1,0 +1,244 @@
+"""The `recipegen` command line. Commands import what they use inside their bodies, so `--help` and
+`validate` never pay for the deploy modules, rich or Jinja.
+
+Exit codes: 0 success; 1 invalid input, failed check or failed deploy; 2 usage error.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from generator.diagnostics import Diagnostic, ExternalError, RecipegenError
+
+if TYPE_CHECKING:
+    from generator.model import Cluster
+    from generator.plan import RecipePlan
+    from generator.project import Project
+
+
+def _print(diagnostics: list[Diagnostic]) -> None:
+    for d in diagnostics:
+        click.echo(str(d), err=True)
+
+
+class _Group(click.Group):
+    """Turns every failure into one line per problem and an exit code: never a traceback."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except RecipegenError as exc:
+            _print(exc.diagnostics)
+            ctx.exit(1)
+        except BrokenPipeError:  # `recipegen explain ... | head`: the reader left, nothing to say
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            ctx.exit(1)
+        except OSError as exc:  # the filesystem said no: one line, exit 1
+            click.echo(f"{exc.filename or 'recipegen'}: error: {exc.strerror or exc}", err=True)
+            ctx.exit(1)
+        except ExternalError as exc:  # the docker CLI failed where no command handled it
+            click.echo(f"error: {exc}", err=True)
+            ctx.exit(1)
+        except KeyboardInterrupt:
+            click.echo("interrupted", err=True)
+            ctx.exit(130)
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="recipegen")
+def main() -> None:
+    """Compile LLM-serving recipes into Docker Compose / Swarm stacks for DGX Spark clusters, and deploy them."""
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """What every command starts from: the project, its cluster (with lint warnings) and the output folder."""
+
+    project: "Project"
+    cluster: "Cluster"
+    cluster_warnings: list[Diagnostic]
+    out: Path
+
+
+def inputs(cluster_path: Path | None, out_dir: Path | None = None, refs: tuple[str, ...] = ()) -> Inputs:
+    from generator.build import load_checked_cluster
+    from generator.project import Project
+
+    project = Project.of(refs, cluster_path)
+    cluster, warnings = load_checked_cluster(cluster_path or project.default_cluster)
+    return Inputs(project, cluster, warnings, out_dir or project.default_out)
+
+
+cluster_option = click.option("--cluster", "cluster_path", type=click.Path(path_type=Path, readable=False),
+                              help="Cluster file (default: cluster.toml of the project).")
+
+
+@main.command()
+@click.argument("recipes", nargs=-1)
+@cluster_option
+@click.option("--out", "out_dir", type=click.Path(path_type=Path), help="Output folder (default: out/).")
+@click.option("--check", is_flag=True, help="Write nothing; exit 1 when the output folder differs from a fresh build.")
+@click.option("--strict", is_flag=True, help="Lint warnings fail the build too.")
+@click.option("--force", is_flag=True,
+              help="Replace files in the output folder that were edited or not written by recipegen (they are lost).")
+def build(recipes: tuple[str, ...], cluster_path: Path | None, out_dir: Path | None, check: bool, strict: bool,
+          force: bool) -> None:
+    """Compile RECIPES (recipe.toml files, their folders or ids; none = every recipe under recipes/)."""
+    from generator.build import compile_recipes
+    from generator.output import Stager, differences, leftover_problems, recover
+
+    given = inputs(cluster_path, out_dir, recipes)
+    project, cluster, out = given.project, given.cluster, given.out
+    paths = project.recipe_paths(recipes)
+    if not paths:
+        raise RecipegenError(Diagnostic(str(project.recipes_dir), None, None, None, "no recipes to build"))
+    project.check_out_dir(out)
+    _print(given.cluster_warnings)
+    if not recipes:
+        _print(project.skipped_recipes())
+    if strict and given.cluster_warnings:
+        sys.exit(1)
+    prune = not recipes
+    if not check:
+        _print(recover(out))  # a build killed mid-swap: finish it first, and say so
+        with Stager(out, force) as stager:  # stages recipes as they compile; nothing lands unless all of them do
+            result = compile_recipes(paths, cluster, project.root, out, strict, on_result=stager.offer)
+            diffs = stager.commit(result.recipe_ids, prune)
+        _print(result.warnings)
+        for d in diffs:
+            if d.kind in ("symlink", "stray"):
+                click.echo(f"{_shown_in(out, d.path)}: replaced ({_KIND[d.kind]})", err=True)
+        click.echo(f"{out}: {len(result.files)} files for {len(result.recipe_ids)} recipe(s), {len(diffs)} changed")
+        return
+    result = compile_recipes(paths, cluster, project.root, out, strict)
+    _print(result.warnings)
+    interrupted = leftover_problems(out)
+    _print(interrupted)
+    diffs = differences(out, result.files, result.recipe_ids, prune)
+    for d in diffs[:20]:
+        click.echo(f"{_shown_in(out, d.path)}: {_KIND.get(d.kind, d.kind)}", err=True)
+    if diffs or interrupted:
+        more = f" ({len(diffs) - 20} more not shown)" if len(diffs) > 20 else ""
+        click.echo(f"{out}: {len(diffs) + len(interrupted)} difference(s) from a fresh build{more}; "
+                   "run `recipegen build`", err=True)
+        sys.exit(1)
+    click.echo(f"{out}: up to date ({len(result.files)} files)")
+
+
+def _shown_in(out: Path, relative: str) -> str:
+    from generator.diagnostics import display_path
+
+    return f"{display_path(out)}/{relative}"  # not resolved: a symlink is named, not its target
+
+
+_KIND = {"symlink": "a symlink where recipegen writes a file", "stray": "an empty folder a build does not make"}
+
+
+@main.command()
+@click.argument("files", nargs=-1, type=click.Path(path_type=Path, readable=False))  # load says why
+@cluster_option
+@click.option("--strict", is_flag=True, help="Warnings fail too.")
+def validate(files: tuple[Path, ...], cluster_path: Path | None, strict: bool) -> None:
+    """Check recipes and cluster files against the schemas and the lint rules (none = the whole project)."""
+    from generator.validate import validate_paths
+
+    findings = validate_paths(list(files), cluster_path)
+    _print(findings)
+    failed = [f for f in findings if f.is_error or strict]
+    if failed:
+        sys.exit(1)
+    if not findings:
+        click.echo("ok")
+
+
+@main.command()
+@click.option("--out", "out_dir", type=click.Path(path_type=Path),
+              help="Folder to write recipe.schema.json and cluster.schema.json into (default: the project's schema/).")
+def schema(out_dir: Path | None) -> None:
+    """Write the JSON Schemas (draft-07) that editors and CI validate recipes and clusters with."""
+    from generator.project import Project
+    from generator.schemas import SCHEMA_NAMES, schema_text
+
+    out_dir = out_dir or Project.find().root / "schema"
+    if out_dir.exists() and not out_dir.is_dir():
+        raise RecipegenError(Diagnostic(str(out_dir), None, None, None, "is a file, not a folder"))
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for name in SCHEMA_NAMES:
+        target = out_dir / f"{name}.schema.json"
+        text = schema_text(name)
+        if not target.exists() or target.read_text("utf-8") != text:
+            tmp = target.with_suffix(".tmp")
+            tmp.write_text(text, "utf-8")
+            tmp.replace(target)
+        click.echo(str(target))
+
+
+def compile_recipe(recipe: str, given: Inputs) -> tuple[RecipePlan, dict[str, str], list[Diagnostic]]:
+    """RECIPE compiled for the given cluster and out/: (plan, files, findings)."""
+    from generator.build import compile_one
+
+    return compile_one(given.project.recipe_path(recipe), given.cluster, given.project.root, given.out)
+
+
+@main.command()
+@click.argument("recipe")
+@cluster_option
+@click.option("--node", "node_name", help="Only this node.")
+def explain(recipe: str, cluster_path: Path | None, node_name: str | None) -> None:
+    """Show the resolved RECIPE and each node's exact command and environment, with where each value came from."""
+    from generator.explain import explain as explain_plan
+
+    plan, _, warnings = compile_recipe(recipe, inputs(cluster_path, refs=(recipe,)))
+    if node_name and node_name not in {n.node.name for n in plan.nodes}:
+        raise click.BadParameter(f"'{node_name}' is not one of the recipe's nodes: "
+                                 f"{', '.join(n.node.name for n in plan.nodes)}", param_hint="--node")
+    for title, lines in explain_plan(plan, node_name):
+        click.secho(title, bold=True)
+        width = min(max((len(line.text) for line in lines), default=0), 72)
+        for line in lines:
+            said = "; ".join(str(part) for part in (line.origin, line.note) if part)
+            click.echo(f"  {line.text.ljust(width)}  # {said}" if said else f"  {line.text}")
+        click.echo()
+    _print(warnings)
+
+
+@main.command()
+@click.argument("recipes", nargs=-1)
+@cluster_option
+@click.option("--out", "out_dir", type=click.Path(path_type=Path), help="Output folder (default: out/).")
+@click.option("--exit-code", is_flag=True, help="Exit 1 when there are changes (like git diff --exit-code).")
+def diff(recipes: tuple[str, ...], cluster_path: Path | None, out_dir: Path | None, exit_code: bool) -> None:
+    """Show what a rebuild would change in out/, per node, as a unified diff."""
+    import difflib
+
+    from generator.build import compile_recipes
+    from generator.diagnostics import display_path
+    from generator.output import differences
+
+    given = inputs(cluster_path, out_dir, recipes)
+    out = given.out
+    result = compile_recipes(given.project.recipe_paths(recipes), given.cluster, given.project.root, out)
+    diffs = differences(out, result.files, result.recipe_ids, prune=not recipes)
+    for d in diffs:
+        shown = display_path(out / d.path)
+        if d.kind == "stale" and d.path.endswith("/"):
+            click.echo(f"--- {shown}/ (would be removed: no such recipe)")
+            continue
+        if d.kind in _KIND:
+            click.echo(f"--- {_shown_in(out, d.path)} (would be replaced: {_KIND[d.kind]})")
+            continue
+        on_disk = out / d.path
+        old = (on_disk.read_bytes().decode("utf-8", "replace").splitlines(True)
+               if d.kind != "missing" and on_disk.is_file() else [])
+        new = result.files.get(d.path, "").splitlines(True)
+        click.echo("".join(difflib.unified_diff(old, new, f"a/{shown}", f"b/{shown}")), nl=False)
+    if not diffs:
+        click.echo(f"{display_path(out)}: no changes")
+    elif exit_code:
+        sys.exit(1)

@@ -1,0 +1,211 @@
+"""Deploy commands of `recipegen`: up, down, ps/status, logs, images. Each builds a deployment, chooses its backend
+(`--swarm`), runs the action (generator.deploy.actions) and formats the result; the heavy modules are imported
+inside the commands.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
+
+import click
+
+from generator.cli.compile import cluster_option, compile_recipe, inputs
+from generator.cli.table import table
+
+if TYPE_CHECKING:
+    from generator.deploy.actions import DownResult
+    from generator.deploy.backends import Backend
+    from generator.deploy.findings import Finding
+    from generator.deploy.targets import CompiledDeployment, Deployment
+
+
+def compiled(recipe: str, cluster_path: Path | None, out_dir: Path | None) -> CompiledDeployment:
+    """The recipe compiled now and checked against out/ (up, images)."""
+    from generator.deploy.targets import deployment
+
+    given = inputs(cluster_path, out_dir, (recipe,))
+    plan, files, _ = compile_recipe(recipe, given)
+    return deployment(plan, files, given.out)
+
+
+def from_out(recipe: str, cluster_path: Path | None, out_dir: Path | None) -> Deployment:
+    """The recipe as out/ has it (down, ps, logs: a recipe that no longer compiles can still be stopped)."""
+    from generator.deploy.targets import deployment_from_out
+
+    given = inputs(cluster_path, out_dir, (recipe,))
+    return deployment_from_out(given.project.recipe_id(recipe), given.cluster, given.out)
+
+
+def backend_for(dep: Deployment, swarm: bool, change: bool) -> Backend:
+    """The chosen backend, once it can act from here; otherwise its findings and exit 1."""
+    from generator.deploy.backends import choose
+
+    backend = choose(swarm, dep.cluster)
+    refused = backend.ready(dep, change)
+    if refused:
+        for f in refused:
+            click.echo(f"{f.node or dep.project}: {f.message}", err=True)
+        sys.exit(1)
+    return backend
+
+
+def said(f: Finding) -> str:
+    """A finding's message, with its fix when the message does not already give it."""
+    return f.message if not f.fix or f.fix in f.message else f"{f.message} ({f.fix})"
+
+
+out_option = click.option("--out", "out_dir", type=click.Path(path_type=Path),
+                          help="Folder holding the compiled stacks (default: out/).")
+swarm_option = click.option("--swarm", is_flag=True, help="Use the Swarm stack (out/<id>/stack.yaml) through a "
+                                                          "manager's context instead of per-node compose files.")
+
+Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]
+
+
+def recipe_target(swarm: bool = True) -> Decorator:
+    """RECIPE, --cluster, --out (and --swarm): what every command acting on a deployed recipe takes."""
+    def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
+        options = [click.argument("recipe"), cluster_option, out_option] + ([swarm_option] if swarm else [])
+        for option in reversed(options):
+            fn = option(fn)
+        return fn
+    return decorate
+
+
+@click.command()
+@recipe_target()
+@click.option("--timeout", default=1800.0, show_default=True, help="Seconds to wait for the head to serve.")
+@click.option("--keep", is_flag=True, help="On failure, leave what started running (for debugging).")
+@click.option("--sync", is_flag=True, help="First put the image and the models on every node (`images`, `models`).")
+def up(recipe: str, cluster_path: Path | None, out_dir: Path | None, swarm: bool, timeout: float, keep: bool,
+       sync: bool) -> None:
+    """Preflight every node, start RECIPE's ranks, and wait until the head serves the model."""
+    from generator.deploy import actions
+    from generator.deploy.backends import choose
+    from generator.deploy.findings import Severity, errors
+    from generator.deploy.progress import Progress
+
+    dep = compiled(recipe, cluster_path, out_dir)
+    if sync:
+        from generator.cli.models import sync_before_up
+
+        sync_before_up(dep)
+    backend = choose(swarm, dep.cluster)
+    found = actions.check(dep, backend)
+    for f in found:
+        if f.severity in (Severity.NOTE, Severity.WARNING):
+            click.echo(f"{f.node}: {said(f)}", err=True)
+    failed = errors(found)
+    for f in failed:
+        click.echo(f"{f.node or dep.project}: {'preflight: ' if f.node else ''}{said(f)}", err=True)
+    if failed and any(f.node for f in failed):
+        click.echo(f"preflight failed on {len({f.node for f in failed})} node(s); nothing was started", err=True)
+    if failed:
+        sys.exit(1)
+    with Progress([t.name for t in dep.targets], dep.head.name) as progress:
+        result = actions.launch(dep, backend, timeout, keep, progress.update, found)
+    if result.ok:
+        click.echo(f"{dep.project}: serving {dep.plan.served_model_name} at {result.url}")
+        return
+    click.echo(f"{dep.project}: up failed: {result.failure}", err=True)
+    for name, text in result.last_logs.items():
+        click.echo(f"--- last log lines of {name} ---", err=True)
+        for line in text.splitlines():
+            click.echo(f"{name} | {line}", err=True)
+    if result.cleanup is not None:
+        _report_down(result.cleanup, err=True)
+    sys.exit(1)
+
+
+def _report_down(result: DownResult, err: bool = False) -> None:
+    for o in result.stopped:
+        if not o.ok:
+            click.echo(f"{o.node}: FAILED: {o.error}", err=True)
+        elif o.node in result.left:
+            click.echo(f"{o.node}: FAILED: still there after {result.waited:.0f}s: {', '.join(result.left[o.node])}",
+                       err=True)
+        else:
+            click.echo(f"{o.node}: down", err=err)
+    if result.ok:
+        click.echo(f"{result.project}: nothing of it runs on any node", err=err)
+        return
+    failed = ", ".join(result.failed)
+    rest = " the other nodes are clean;" if len(result.failed) < len(result.stopped) else ""
+    click.echo(f"{result.project}: could not clean {failed};{rest} run down again once they answer", err=True)
+
+
+@click.command()
+@recipe_target()
+def down(recipe: str, cluster_path: Path | None, out_dir: Path | None, swarm: bool) -> None:
+    """Stop and remove RECIPE's containers on every node at once; returns once none is left (or says where)."""
+    from generator.deploy import actions
+
+    dep = from_out(recipe, cluster_path, out_dir)
+    result = actions.down(dep, backend_for(dep, swarm, change=True))
+    _report_down(result)
+    if not result.ok:
+        sys.exit(1)
+
+
+@click.command()
+@recipe_target()
+def ps(recipe: str, cluster_path: Path | None, out_dir: Path | None, swarm: bool) -> None:
+    """One table of RECIPE's ranks across nodes: node, context, container, state, health, status."""
+    from generator.deploy import actions
+
+    dep = from_out(recipe, cluster_path, out_dir)
+    result = actions.ps(dep, backend_for(dep, swarm, change=False))
+    table(dep.project, ["node", "context", "container", "state", "health", "uptime", "status"],
+          [[r.node, r.context, r.container, r.state, r.health, r.uptime, r.status] for r in result.ranks])
+    unreachable = result.unreachable
+    if unreachable:  # a table of question marks is not a status: scripts must see it failed
+        every = "every node" if len(unreachable) == len(result.ranks) else \
+            f"{len(unreachable)} of {len(result.ranks)} nodes"
+        click.echo(f"{dep.project}: {every} unreachable: {', '.join(unreachable)} (`recipegen contexts` checks "
+                   "them)", err=True)
+        sys.exit(1)
+
+
+@click.command()
+@recipe_target()
+@click.option("-f", "--follow", is_flag=True, help="Keep streaming.")
+@click.option("--node", "nodes", multiple=True, help="Only this node (repeatable).")
+@click.option("--tail", type=int, default=None, help="Lines from the end of each log.")
+def logs(recipe: str, cluster_path: Path | None, out_dir: Path | None, swarm: bool, follow: bool,
+         nodes: tuple[str, ...], tail: int | None) -> None:
+    """RECIPE's logs from every node, merged, each line prefixed by its node."""
+    from generator.deploy import actions
+
+    dep = from_out(recipe, cluster_path, out_dir)
+    known = {t.name for t in dep.targets}
+    if set(nodes) - known:
+        raise click.BadParameter(f"{', '.join(sorted(set(nodes) - known))} not among {', '.join(sorted(known))}",
+                                 param_hint="--node")
+    streams = actions.logs(dep, backend_for(dep, swarm, change=False), dep.only(set(nodes) or known), follow, tail)
+    width = max(len(n) for n in known)
+    for name, line in streams.lines():
+        click.echo(f"{name.ljust(width)} | {line}")
+    if streams.failed:
+        click.echo(f"{dep.project}: no logs from {', '.join(streams.failed)}", err=True)
+        sys.exit(1)
+
+
+@click.command()
+@recipe_target(swarm=False)
+def images(recipe: str, cluster_path: Path | None, out_dir: Path | None) -> None:
+    """Make RECIPE's image present, identical, on every node it uses (build there, or copy from a node)."""
+    from generator.deploy.images import sync_images
+
+    results = sync_images(compiled(recipe, cluster_path, out_dir))
+    for r in results:
+        if r.finding:
+            click.echo(f"{r.node}: {r.action}: {r.finding.message}", err=True)
+        else:
+            click.echo(f"{r.node}: {r.action} {(r.image_id or '?').removeprefix('sha256:')[:12]}")
+    if any(r.finding for r in results):
+        sys.exit(1)
+
+
+COMMANDS = {"up": up, "down": down, "ps": ps, "status": ps, "logs": logs, "images": images}

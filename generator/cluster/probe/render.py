@@ -1,0 +1,74 @@
+"""A proposal as text: the cluster TOML file through templates/cluster.toml.j2, and the summary table's rows."""
+
+from __future__ import annotations
+
+import re
+from functools import cache
+from typing import TYPE_CHECKING
+
+from generator.cluster.probe.facts import NodeFacts
+from generator.cluster.probe.proposal import Proposal
+from generator.model import Ulimits
+from generator.render import Raw, comment, make_environment
+
+if TYPE_CHECKING:
+    import jinja2
+
+DEFAULT_STACK = Ulimits().stack  # the model's default, written out so the file says what applies
+_BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
+_TOML_ESCAPE = re.compile("[\x00-\x1f\x7f\u2028\u2029]")
+
+
+def toml_value(value: object) -> str:
+    """Every `{{ value }}` of the template as a TOML value: strings as basic strings, escaped."""
+    if isinstance(value, Raw):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return repr(value)
+    if isinstance(value, str):
+        body = value.replace("\\", "\\\\").replace('"', '\\"')
+        body = _TOML_ESCAPE.sub(lambda m: {"\n": "\\n", "\t": "\\t", "\r": "\\r"}.get(m[0], f"\\u{ord(m[0]):04x}"),
+                                body)
+        return f'"{body}"'
+    if value is None:
+        raise TypeError("a None value reached the cluster template")
+    raise TypeError(f"the cluster template may only print strings, booleans and numbers, not {type(value).__name__}")
+
+
+def toml_key(key: str) -> Raw:
+    return Raw(key if _BARE_KEY.match(key) else toml_value(key))
+
+
+def toml_comment(text: object) -> Raw:
+    """`comment`, without whitespace at either end (the template writes `# ` before it)."""
+    return Raw(comment(text).strip())
+
+
+@cache
+def _environment() -> jinja2.Environment:
+    return make_environment(toml_value, {"key": toml_key, "comment": toml_comment})
+
+
+def render_cluster(p: Proposal, schema_path: str = "./schema/cluster.schema.json") -> str:
+    text: str = _environment().get_template("cluster.toml.j2").render(p=p, schema_path=Raw(schema_path),
+                                                                      stack=DEFAULT_STACK)
+    return text
+
+
+def summary_rows(facts: list[NodeFacts], p: Proposal) -> list[list[str]]:
+    """One row per node for `cluster probe`'s table: what it shows and what was chosen."""
+    rows = []
+    for f, n in zip(facts, p.nodes):
+        iface = f.interfaces.get(n.iface or "")
+        rdma = ",".join(f.rdma_for(n.iface)) if n.iface else ""
+        gpu = (f.gpu.runtime or "no") if f.gpu else "-"
+        if f.gpu and f.gpu.devices:
+            gpu += f" ({len(f.gpu.devices)} GPU)"
+        memlock = {None: "?", -1: "unlimited"}.get(f.memlock_hard, str(f.memlock_hard))
+        rows.append([n.name, f.context, f.default_iface or "-", f"{n.iface or '-'} {n.address}",
+                     iface.state if iface else "-", rdma or "-", gpu, memlock, f.image])
+    return rows

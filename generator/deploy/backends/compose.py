@@ -1,0 +1,94 @@
+"""Compose: one project per node (the recipe id), started and stopped through each node's own context."""
+
+from __future__ import annotations
+
+import tempfile
+
+from generator.deploy import findings as codes
+from generator.deploy.backends.base import Outcome, RankState, container_logs, since, wait_gone
+from generator.deploy.docker import DockerError, JSONObject, compose_missing, reason
+from generator.deploy.findings import Finding, Severity
+from generator.deploy.names import container_name
+from generator.deploy.targets import CompiledDeployment, Deployment, Target, each
+from generator.plan import duration_seconds
+
+
+def rank_state(target: Target, name: str, info: JSONObject | None) -> RankState:
+    """A rank's row from its container's `docker inspect` (None: no such container)."""
+    ctx = target.node.context
+    if info is None:
+        return RankState(target.name, ctx, "-", "missing", "no container")
+    st = info.get("State")
+    st = st if isinstance(st, dict) else {}
+    status = str(st.get("Status", "?"))
+    detail = f"exit {st.get('ExitCode')} at {str(st.get('FinishedAt', '?'))[:19]}" if status == "exited" else ""
+    restarts = int(str(info.get("RestartCount", 0)))
+    health = st.get("Health")
+    return RankState(target.name, ctx, str(info.get("Name", name)).lstrip("/"), status,
+                     detail + (f" after {restarts} restart(s)" if restarts else ""), restarts,
+                     str(health.get("Status", "-")) if isinstance(health, dict) else "-",
+                     since(str(st.get("StartedAt", ""))) if status == "running" else "-")
+
+
+class ComposeBackend:
+    name = "compose"
+
+    def ready(self, dep: Deployment, change: bool) -> list[Finding]:
+        missing = compose_missing() if change else None  # reading needs plain docker only
+        return [Finding("", Severity.ERROR, codes.COMPOSE_MISSING, missing)] if missing else []
+
+    def preflight(self, dep: CompiledDeployment) -> list[Finding]:
+        return []  # a node running another recipe is caught by the nodes' own preflight
+
+    def start(self, dep: CompiledDeployment) -> list[Outcome]:
+        """`compose up -d` on every node at once. A second `up` of the same files leaves the running containers
+        alone (same project, same configuration)."""
+        def up(target: Target) -> None:
+            target.docker.compose(str(target.compose_file), "up", "-d", "--remove-orphans", timeout=1800)
+
+        return _outcomes(dep.targets, each(dep.targets, up))
+
+    def states(self, dep: Deployment) -> list[RankState]:
+        """Each rank's container, one `docker inspect` per node."""
+        name = container_name(dep.project)
+
+        def state(target: Target) -> RankState:
+            try:
+                return rank_state(target, name, target.docker.inspect_container(name))
+            except DockerError as exc:
+                return RankState(target.name, target.node.context, "-", "unreachable", exc.short)
+
+        results = each(dep.targets, state)
+        return [r if isinstance(r, RankState) else RankState(t.name, t.node.context, "-", "unreachable", reason(r))
+                for t, r in zip(dep.targets, results.values())]
+
+    def log_commands(self, dep: Deployment, nodes: tuple[Target, ...], follow: bool, tail: int | None
+                     ) -> dict[str, list[str] | str]:
+        return container_logs(dep, nodes, follow, tail)
+
+    def stop(self, dep: Deployment) -> list[Outcome]:
+        """`compose down` on every node at once; a node that does not answer is reported, the others cleaned."""
+        grace = _grace(dep)
+
+        def down(target: Target) -> None:
+            target.docker.server_version()
+            if target.compose_file.is_file():
+                target.docker.compose(str(target.compose_file), "down", "--remove-orphans", "--timeout", str(grace),
+                                      project=dep.project, timeout=grace + 120)
+                return
+            with tempfile.TemporaryDirectory() as empty:  # by project name only: no compose.yaml of the cwd
+                target.docker.compose("", "--project-directory", empty, "down", "--remove-orphans", "--timeout",
+                                      str(grace), project=dep.project, timeout=grace + 120)
+
+        return _outcomes(dep.targets, each(dep.targets, down))
+
+    def wait_gone(self, dep: Deployment, nodes: tuple[Target, ...], timeout: float) -> dict[str, list[str]]:
+        return wait_gone(dep, nodes, timeout)
+
+
+def _grace(dep: Deployment) -> int:
+    return duration_seconds(dep.cluster.stop_grace_period)
+
+
+def _outcomes(targets: tuple[Target, ...], results: dict[str, None | Exception]) -> list[Outcome]:
+    return [Outcome(t.name, reason(r) if isinstance(r := results[t.name], Exception) else None) for t in targets]

@@ -1,0 +1,69 @@
+"""`up`'s wait: until the head answers /health and /v1/models lists the served model, failing as soon as a rank
+dies. The ranks are read through the backend, so Compose and Swarm wait the same way."""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.error
+import urllib.request
+from typing import Callable
+
+from generator.deploy.backends.base import Backend
+from generator.deploy.targets import CompiledDeployment
+
+READY_POLL_FIRST, READY_POLL_MAX = 0.2, 2.0  # seconds: quick at first, then gentle on the nodes
+
+
+class DeployFailed(Exception):
+    """`up` cannot finish: a rank died, the head never served, a node refused to start."""
+
+
+def wait_until_serving(dep: CompiledDeployment, backend: Backend, timeout: float,
+                       on_change: Callable[[str, str], None]) -> None:
+    deadline = time.monotonic() + timeout
+    pause = READY_POLL_FIRST
+    seen: dict[str, str] = {}
+    phase = "starting"
+    served = dep.plan.served_model_name
+    while True:
+        for rank in backend.states(dep):
+            shown = rank.state + (f" ({rank.restarts} restarts)" if rank.restarts else "")
+            if seen.get(rank.node) != shown:
+                seen[rank.node] = shown
+                on_change(rank.node, shown)
+            if rank.failed:
+                raise DeployFailed(f"rank on {rank.node} is {rank.state}: {rank.status}")
+        health = _get(f"{dep.url}/health")
+        if health is not None and phase == "starting":
+            phase = "healthy"
+            on_change(dep.head.name, "/health answers")
+        if health is not None:
+            models = _get(f"{dep.url}/v1/models")
+            if models and served in model_ids(models):
+                on_change(dep.head.name, f"serving {served} at {dep.url}")
+                return
+        if time.monotonic() > deadline:
+            raise DeployFailed(f"the head did not serve {served} at {dep.url} within {timeout:.0f}s")
+        time.sleep(pause)
+        pause = min(pause * 1.5, READY_POLL_MAX)
+
+
+# The head is asked directly: an http_proxy in the environment must not answer for it.
+_DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+def _get(url: str) -> bytes | None:
+    try:
+        with _DIRECT.open(url, timeout=3) as response:
+            body: bytes = response.read()
+            return body if response.status == 200 else None
+    except (urllib.error.URLError, OSError, ValueError):
+        return None
+
+
+def model_ids(body: bytes) -> set[str]:
+    try:
+        return {str(m.get("id")) for m in json.loads(body).get("data", [])}
+    except (ValueError, AttributeError, TypeError):
+        return set()

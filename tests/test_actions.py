@@ -1,0 +1,267 @@
+"""The deploy logic offline: docker's recorded answers (tests/fixtures/docker, captured from the lab by capture.py
+there) read into rank states, and the up/down/ps/logs actions driven through a fake backend built from them.
+The lab's acceptance tests (test_deploy_lab.py, test_swarm_lab.py) run the same actions for real."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from generator.deploy import actions
+from generator.deploy import findings as codes
+from generator.deploy.backends.base import Outcome, RankState
+from generator.deploy.backends.compose import rank_state
+from generator.deploy.backends.swarm import task_state
+from generator.deploy.docker import DockerError, Failure
+from generator.deploy.findings import Finding, Severity
+from generator.deploy.targets import CompiledDeployment, Deployment, Target
+
+ROOT = Path(__file__).resolve().parent.parent
+RECORDED = ROOT / "tests" / "fixtures" / "docker"
+RECIPE = "glm-4-5-air-sglang"  # a shipped recipe on two nodes: spark1 (head), spark2
+
+
+def recorded(name: str) -> dict[str, object]:
+    return json.loads((RECORDED / f"{name}.json").read_text())
+
+
+def answer(name: str) -> list[dict[str, object]]:
+    """A recorded call's JSON output: one document, or one object a line."""
+    text = str(recorded(name)["stdout"]).strip()
+    return json.loads(text) if text.startswith("[") else [json.loads(line) for line in text.splitlines()]
+
+
+def failure(name: str) -> DockerError:
+    said = recorded(name)
+    return DockerError([str(a) for a in said["argv"]], int(str(said["returncode"])), str(said["stdout"]),
+                       str(said["stderr"]))
+
+
+# --- docker's answers, as recorded, into what recipegen shows -------------------------------------------------
+
+
+@pytest.mark.parametrize("name, kind", [
+    ("compose-inspect-missing", Failure.NOT_FOUND),
+    ("image-inspect-missing", Failure.NOT_FOUND),
+    ("swarm-service-ps-missing", Failure.NOT_FOUND),
+    ("unreachable", Failure.UNREACHABLE),  # stdout is "[]" here too: the daemon's silence is not "no such object"
+])
+def test_recorded_failures_are_classified_by_kind(name: str, kind: Failure):
+    assert failure(name).failure is kind
+
+
+def test_a_running_and_an_exited_compose_rank(deployment: CompiledDeployment):
+    head, worker = deployment.targets
+    running = rank_state(head, "pair-engine-1", answer("compose-inspect-running")[0])
+    assert (running.state, running.container, running.failed) == ("running", "pair-engine-1", False)
+    assert running.uptime != "-"  # from State.StartedAt
+    exited = rank_state(worker, "pair-engine-1", answer("compose-inspect-exited")[0])
+    assert exited.state == "exited" and exited.failed
+    assert exited.status.startswith("exit 137 at ")
+    assert rank_state(head, "pair-engine-1", None).state == "missing"
+
+
+def test_swarm_tasks_of_a_running_and_a_restarted_rank():
+    running = task_state("spark2", "ctx", "pair_spark2", answer("swarm-service-ps-running"),
+                         answer("swarm-inspect-task-running"))
+    assert (running.state, running.container, running.restarts) == ("running", "pair_spark2.1", 0)
+    assert running.uptime != "-"  # from the task's Status.Timestamp, not "Running less than a second ago"
+    restarted = task_state("spark2", "ctx", "pair_spark2", answer("swarm-service-ps-restarted"),
+                           answer("swarm-inspect-task-restarted"))
+    assert restarted.restarts == 1 and restarted.failed  # a rank that died once fails `up`, as with Compose
+    assert task_state("spark2", "ctx", "pair_spark2", [], []).state == "missing"
+
+
+def test_a_swarm_head_waiting_for_its_first_healthcheck_runs():
+    # Swarm keeps the head's task `starting` until its healthcheck first passes (PID 0 in the task), though its
+    # node runs the container: ps shows it as Compose does, running with its health starting.
+    rows, tasks = answer("swarm-service-ps-head"), answer("swarm-inspect-task-head")
+    assert [t["Status"]["State"] for t in tasks] == ["starting"]  # type: ignore[index]
+    head = task_state("spark1", "ctx", "pair_spark1", rows, tasks, answer("swarm-head-container")[0])
+    assert (head.state, head.health, head.failed) == ("running", "starting", False)
+    assert head.uptime != "-"
+    alone = task_state("spark1", "ctx", "pair_spark1", rows, tasks)  # the node did not answer: the manager's view
+    assert (alone.state, alone.health) == ("starting", "-")
+
+
+# --- the actions against a fake backend ---------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def deployment(tmp_path_factory: pytest.TempPathFactory) -> CompiledDeployment:
+    """The shipped recipe compiled into a fresh project's out/ (no docker involved)."""
+    import os
+
+    from generator.cli import main
+    from generator.cli.deploy import compiled
+
+    project = tmp_path_factory.mktemp("project")
+    shutil.copytree(ROOT / "recipes", project / "recipes")
+    shutil.copy(ROOT / "cluster.toml", project / "cluster.toml")
+    here = os.getcwd()
+    os.chdir(project)
+    try:
+        assert CliRunner().invoke(main, ["build"]).exit_code == 0
+        return compiled(RECIPE, None, None)
+    finally:
+        os.chdir(here)
+
+
+def running(target: Target) -> RankState:
+    return rank_state(target, "x", answer("compose-inspect-running")[0])
+
+
+def exited(target: Target) -> RankState:
+    return rank_state(target, "x", answer("compose-inspect-exited")[0])
+
+
+@dataclass
+class FakeBackend:
+    """The Backend protocol, scripted: what each step answers, and a log of what was asked."""
+
+    refuse: list[Finding] = field(default_factory=list)
+    start_errors: dict[str, str] = field(default_factory=dict)
+    stop_errors: dict[str, str] = field(default_factory=dict)
+    ranks: dict[str, object] = field(default_factory=dict)  # node -> state function
+    left: dict[str, list[str]] = field(default_factory=dict)  # wait_gone's answer
+    calls: list[str] = field(default_factory=list)
+    name: str = "fake"
+
+    def ready(self, dep: Deployment, change: bool) -> list[Finding]:
+        self.calls.append("ready")
+        return self.refuse
+
+    def preflight(self, dep: CompiledDeployment) -> list[Finding]:
+        self.calls.append("preflight")
+        return []
+
+    def start(self, dep: CompiledDeployment) -> list[Outcome]:
+        self.calls.append("start")
+        return [Outcome(t.name, self.start_errors.get(t.name)) for t in dep.targets]
+
+    def states(self, dep: Deployment) -> list[RankState]:
+        return [self.ranks.get(t.name, running)(t) for t in dep.targets]  # type: ignore[operator]
+
+    def log_commands(self, dep: Deployment, nodes: tuple[Target, ...], follow: bool, tail: int | None
+                     ) -> dict[str, list[str] | str]:
+        return {t.name: [sys.executable, "-c", f"print('last words of {t.name}')"] for t in nodes}
+
+    def stop(self, dep: Deployment) -> list[Outcome]:
+        self.calls.append("stop")
+        return [Outcome(t.name, self.stop_errors.get(t.name)) for t in dep.targets]
+
+    def wait_gone(self, dep: Deployment, nodes: tuple[Target, ...], timeout: float) -> dict[str, list[str]]:
+        self.calls.append("wait_gone:" + ",".join(t.name for t in nodes))
+        assert timeout > 0
+        return {n: c for n, c in self.left.items() if n in {t.name for t in nodes}}
+
+
+def no_checks(dep: CompiledDeployment) -> list[Finding]:
+    return []
+
+
+def up(dep: CompiledDeployment, backend: FakeBackend, keep: bool = False, checks=no_checks) -> actions.UpResult:
+    changes: list[tuple[str, str]] = []
+    return actions.up(dep, backend, 5, keep, lambda node, state: changes.append((node, state)), checks)
+
+
+def test_up_stops_before_anything_when_the_backend_cannot_act(deployment: CompiledDeployment):
+    backend = FakeBackend(refuse=[Finding("", Severity.ERROR, codes.COMPOSE_MISSING, "no compose")])
+    result = up(deployment, backend)
+    assert not result.started and backend.calls == ["ready"]
+
+
+def test_up_starts_nothing_when_a_node_fails_preflight(deployment: CompiledDeployment):
+    backend = FakeBackend()
+    busy = Finding("spark2", Severity.ERROR, codes.NODE_BUSY, "busy")
+    result = up(deployment, backend, checks=lambda dep: [busy])
+    assert not result.started and result.findings == [busy]
+    assert "start" not in backend.calls and "stop" not in backend.calls
+
+
+def test_up_that_a_rank_dies_in_shows_every_ranks_logs_and_cleans_up(deployment: CompiledDeployment,
+                                                                     monkeypatch: pytest.MonkeyPatch):
+    # The last lines come from each node's container (the same for both backends): here, from a fake docker.
+    commands = {t.name: [sys.executable, "-c", f"print('last words of {t.name}')"] for t in deployment.targets}
+    monkeypatch.setattr(actions, "container_logs", lambda dep, nodes, follow, tail: commands)
+    backend = FakeBackend(ranks={"spark2": exited})
+    result = up(deployment, backend)
+    assert result.started and not result.ok
+    assert result.failure is not None and result.failure.startswith("rank on spark2 is exited: exit 137")
+    assert result.last_logs == {"spark1": "last words of spark1", "spark2": "last words of spark2"}
+    assert result.cleanup is not None and result.cleanup.ok
+    assert backend.calls[-2:] == ["stop", "wait_gone:spark1,spark2"]
+
+
+def test_up_with_keep_leaves_the_failed_ranks(deployment: CompiledDeployment):
+    backend = FakeBackend(start_errors={"spark1": "refused"})
+    result = up(deployment, backend, keep=True)
+    assert result.failure == "spark1: start failed: refused" and result.cleanup is None
+    assert "stop" not in backend.calls
+
+
+def test_up_succeeds_when_the_head_serves(deployment: CompiledDeployment, monkeypatch: pytest.MonkeyPatch):
+    from generator.deploy import readiness
+
+    served = deployment.plan.served_model_name
+    answers = {f"{deployment.url}/health": b"", f"{deployment.url}/v1/models": json.dumps(
+        {"data": [{"id": served}]}).encode()}
+    monkeypatch.setattr(readiness, "_get", lambda url: answers.get(url))
+    result = up(deployment, FakeBackend())
+    assert result.ok and result.url == deployment.url
+
+
+def test_down_names_the_nodes_where_something_is_left(deployment: CompiledDeployment):
+    backend = FakeBackend(stop_errors={"spark2": "error during connect"})
+    result = actions.down(deployment, backend)
+    assert result.failed == ["spark2"] and backend.calls == ["stop", "wait_gone:spark1"]  # no waiting on a dead node
+    slow = actions.down(deployment, FakeBackend(left={"spark1": ["pair_spark1.1.x"]}))
+    assert slow.failed == ["spark1"] and slow.left == {"spark1": ["pair_spark1.1.x"]}
+    assert actions.down(deployment, FakeBackend()).ok
+
+
+def test_ps_names_the_unreachable_nodes(deployment: CompiledDeployment):
+    def unreachable(target: Target) -> RankState:
+        return RankState(target.name, target.node.context, "-", "unreachable", failure("unreachable").short)
+
+    result = actions.ps(deployment, FakeBackend(ranks={"spark2": unreachable}))
+    assert result.unreachable == ["spark2"]
+    assert "Cannot connect to the Docker daemon" in result.ranks[1].status
+
+
+def test_logs_say_which_nodes_gave_none(deployment: CompiledDeployment):
+    streams = actions.LogStreams({"spark1": [sys.executable, "-c", "print('a'); print('b')"],
+                                  "spark2": "error during connect", "spark3": "not started"})
+    assert sorted(streams.lines()) == [("spark1", "a"), ("spark1", "b"), ("spark2", "(no container: error during connect)"),
+                                       ("spark3", "(no container: not started)")]
+    assert streams.failed == ["spark2"]
+
+
+def test_wait_gone_waits_for_the_last_container_but_not_for_a_dead_node(deployment: CompiledDeployment,
+                                                                        monkeypatch: pytest.MonkeyPatch):
+    from generator.deploy.backends import base
+
+    looks = {"spark1": 0, "spark2": 0}
+
+    def leftovers(target: Target, label: str) -> list[str]:
+        looks[target.name] += 1
+        if target.name == "spark2":
+            raise failure("unreachable")
+        return ["pair_spark1.1.abc"] if looks["spark1"] < 3 else []  # the task container goes on the third look
+
+    monkeypatch.setattr(base, "leftovers", leftovers)
+    monkeypatch.setattr(base, "GONE_POLL", 0.01)
+    started = time.monotonic()
+    left = base.wait_gone(deployment, deployment.targets, timeout=30)
+    assert time.monotonic() - started < 5
+    assert looks == {"spark1": 3, "spark2": 1}
+    assert list(left) == ["spark2"] and left["spark2"][0].startswith("(no answer: Cannot connect to the Docker daemon")
+    monkeypatch.setattr(base, "leftovers", lambda target, label: ["stuck"])
+    assert base.wait_gone(deployment, deployment.targets[:1], timeout=0.05) == {"spark1": ["stuck"]}
