@@ -1,8 +1,9 @@
 """`recipegen images`: the recipe's image, identical, on every node it uses.
 
 Where the recipe has a build context the image is built on each node lacking it (compose build); otherwise it
-is copied from a node that has it (`docker save | docker load` across contexts). Nodes whose image id already
-matches the source's are left alone, so a second run copies nothing.
+is copied from a node that has it: one `docker save` there, fanned out to every target's `docker load` at once
+(generator/transfer/images.py says why through this machine). Nodes whose image id already matches the
+source's are left alone, so a second run copies nothing.
 """
 
 from __future__ import annotations
