@@ -211,9 +211,6 @@ def test_doctor_finds_an_address_on_another_subnet(fabric: Lab, tmp_path: Path):
     assert f"{other} (its interface has {OTHER_SUBNET}.0/24) is not on the subnet {FABRIC}.0/24 of spark1" in errs[0][3]
 
 
-@pytest.mark.xfail(strict=True, reason="generator/doctor.py _CONNECT: in an image without nc (like the real engine "
-                                       "images, and the lab's now) the python3 connector runs `python3 -c ... | tail -1`, "
-                                       "so sh sees tail's status and a failed connect reads as OK")
 def test_doctor_finds_a_node_that_cannot_reach_the_head(fabric: Lab, tmp_path: Path):
     lab = fabric
     path = cluster_file(tmp_path / "cluster.toml", lab, [lab.nodes[0], lab.nodes[2]])
