@@ -78,7 +78,9 @@ def recipe_target(swarm: bool = True) -> Decorator:
 @recipe_target()
 @click.option("--timeout", default=1800.0, show_default=True, help="Seconds to wait for the head to serve.")
 @click.option("--keep", is_flag=True, help="On failure, leave what started running (for debugging).")
-def up(recipe: str, cluster_path: Path | None, out_dir: Path | None, swarm: bool, timeout: float, keep: bool) -> None:
+@click.option("--sync", is_flag=True, help="First put the image and the models on every node (`images`, `models`).")
+def up(recipe: str, cluster_path: Path | None, out_dir: Path | None, swarm: bool, timeout: float, keep: bool,
+       sync: bool) -> None:
     """Preflight every node, start RECIPE's ranks, and wait until the head serves the model."""
     from generator.deploy import actions
     from generator.deploy.backends import choose
@@ -86,6 +88,10 @@ def up(recipe: str, cluster_path: Path | None, out_dir: Path | None, swarm: bool
     from generator.deploy.progress import Progress
 
     dep = compiled(recipe, cluster_path, out_dir)
+    if sync:
+        from generator.cli.models import sync_before_up
+
+        sync_before_up(dep)
     backend = choose(swarm, dep.cluster)
     found = actions.check(dep, backend)
     for f in found:

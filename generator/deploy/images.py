@@ -1,8 +1,9 @@
 """`recipegen images`: the recipe's image, identical, on every node it uses.
 
 Where the recipe has a build context the image is built on each node lacking it (compose build); otherwise it
-is copied from a node that has it (`docker save | docker load` across contexts). Nodes whose image id already
-matches the source's are left alone, so a second run copies nothing.
+is copied from a node that has it: one `docker save` there, fanned out to every target's `docker load` at once
+(generator/transfer/images.py says why through this machine). Nodes whose image id already matches the
+source's are left alone, so a second run copies nothing.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from generator.deploy import findings as codes
-from generator.deploy.docker import DockerError, Failure, pipe, reason
+from generator.deploy.docker import DockerError, Failure, reason
 from generator.deploy.findings import Finding, Severity
 from generator.deploy.targets import CompiledDeployment, Target, each
 
@@ -59,20 +60,25 @@ def sync_images(dep: CompiledDeployment) -> list[ImageResult]:
         source = next(t for t in live if t.name in present)
         want = present[source.name]
         todo = [t for t in live if present.get(t.name) != want]
-        copied = each(todo, lambda t: _copy(source, t, image, want))
-        for t in todo:
-            got = copied[t.name]
-            results[t.name] = (_failed(t.name, codes.IMAGE_COPY_FAILED, reason(got)) if isinstance(got, Exception)
-                               else ImageResult(t.name, f"copied from {source.name}", got))
+        results.update(_fan_out(source, todo, image, want))
     for t in live:
         results.setdefault(t.name, ImageResult(t.name, "present", present.get(t.name)))
     return [results[t.name] for t in dep.targets]
 
 
-def _copy(source: Target, target: Target, image: str, want: str) -> str:
-    """Stream `docker save` from one node into `docker load` on another; the id the target then has."""
-    pipe(source.docker.command("save", image), target.docker.command("load", "-q"), COPY_TIMEOUT)
-    got = target.docker.image_id(image)
-    if got != want:
-        raise RuntimeError(f"image id after load is {got}, expected {want}")
-    return got
+def _fan_out(source: Target, todo: list[Target], image: str, want: str) -> dict[str, ImageResult]:
+    """One `docker save` on the source, read once, into every target's `docker load` at once
+    (generator/transfer/images.py says why through this machine); each target's result."""
+    from generator.transfer.images import fan_out
+
+    loaded = fan_out(source, todo, image, COPY_TIMEOUT) if todo else {}
+    how = f"copied from {source.name} (one save through this machine, fanned out to {len(todo)})"
+    results = {}
+    for t in todo:
+        error = loaded[t.name]
+        got = None if error else t.docker.image_id(image)
+        if error is None and got != want:
+            error = f"image id after load is {got}, expected {want}"
+        results[t.name] = (_failed(t.name, codes.IMAGE_COPY_FAILED, error) if error
+                           else ImageResult(t.name, how, got))
+    return results

@@ -75,9 +75,14 @@ def _check_node(target: Target, plan: NodePlan) -> tuple[list[Finding], str | No
 
 
 # Exit status 3 of the trial container: a model is not in the mounted Hugging Face cache; it prints each missing
-# one's folder, one a line. `sh` and `ls` only: any engine image has them.
+# one's folder, one a line, followed by " incomplete" when the folder is there but a snapshot link is dangling
+# or a copy left a partial blob (`recipegen models` was cut off). `sh` and `ls` only: any engine image has them.
 _MODEL_CHECK = ('missing=0; for m; do found=; for f in "$m"/snapshots/*/config.json "$m"/config.json; do '
-                '[ -e "$f" ] && found=1 && break; done; [ -n "$found" ] || { echo "$m"; missing=1; }; done; '
+                '[ -e "$f" ] && found=1 && break; done; [ -n "$found" ] || { echo "$m"; missing=1; continue; }; '
+                'for f in "$m"/snapshots/*/* "$m"/snapshots/*/*/* "$m"/blobs/*.recipegen-partial; do '
+                'if [ -L "$f" ] && [ ! -e "$f" ]; then found=; fi; '
+                'case "$f" in *.recipegen-partial) [ -e "$f" ] && found=;; esac; done; '
+                '[ -n "$found" ] || { echo "$m incomplete"; missing=1; }; done; '
                 '[ "$missing" = 0 ] || exit 3')
 MODEL_MISSING = 3
 
@@ -112,11 +117,14 @@ def _trial_run(target: Target, plan: NodePlan) -> Finding | None:
                               project=preflight_project(plan.recipe_id), timeout=180)
     except DockerError as exc:
         if exc.returncode == MODEL_MISSING:
-            missing = set(exc.stdout.split())
+            lines = exc.stdout.splitlines()
+            incomplete = {line.removesuffix(" incomplete") for line in lines if line.endswith(" incomplete")}
+            missing = set(lines) | incomplete
             named = [m for m in plan.models if model_dir(m) in missing] or [plan.model]
             return Finding(target.name, Severity.ERROR, codes.MODEL_MISSING, "; ".join(
-                f"{'model' if m == plan.model else 'draft model'} {m} is not in this node's Hugging Face cache: "
-                f"looked in {_host_model_dir(plan, m)}" for m in named))
+                f"{'model' if m == plan.model else 'draft model'} {m} is "
+                f"{'incomplete in' if model_dir(m) in incomplete else 'not in'} this node's Hugging Face cache: "
+                f"looked in {_host_model_dir(plan, m)}" for m in named), models_fix(plan))
         if exc.failure in (Failure.UNREACHABLE, Failure.NO_CONTEXT, Failure.TIMEOUT):
             return context_finding(target.name, plan.node.context, exc)
         return _explain_trial(exc, target.name, plan)
@@ -129,6 +137,10 @@ def _host_model_dir(plan: NodePlan, model: str | None = None) -> str:
         if inside.startswith(volume.target + "/"):
             return volume.source + inside[len(volume.target):]
     return f"{inside} (inside the container)"
+
+
+def models_fix(plan: NodePlan) -> str:
+    return f"`recipegen models {plan.recipe_id}` copies it from a node that has it"
 
 
 def _hf_cache(plan: NodePlan) -> str | None:
@@ -147,7 +159,8 @@ def _explain_trial(exc: DockerError, node: str, plan: NodePlan) -> Finding:
         path = bind_source(exc)
         if cache and path.startswith(cache):
             return found(codes.MODEL_MISSING, f"model {plan.model} is not in this node's Hugging Face cache: looked "
-                                              f"in {_host_model_dir(plan)} (the cache folder {cache} does not exist)")
+                                              f"in {_host_model_dir(plan)} (the cache folder {cache} does not exist)",
+                         models_fix(plan))
         return found(codes.HOST_PATH_MISSING, f"host path {path} does not exist on this node (a read-only mount "
                                               "needs it)")
     if why is Refusal.GPU_DRIVER:

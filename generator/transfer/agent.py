@@ -1,0 +1,427 @@
+"""The program the helper containers run: stdlib only, shipped as `python3 -c <this file> MODE ...`, so nothing
+has to exist on a node but the engine image (vLLM, NGC and SGLang images have python3, rarely nc or rsync).
+
+Modes (ROOT is the Hugging Face cache folder as the container sees it; repos live under ROOT/hub):
+  scan ROOT REPO...                      JSON on stdout: free bytes, writable, and each repo's files, partial
+                                         files, symlinks and refs.
+  send HOST PORT                         the plan (JSON) on stdin; stream it and the bytes it names to HOST:PORT.
+  recv ROOT BIND PORT [NEXT_HOST NEXT_PORT]
+                                         take one stream on BIND:PORT, pass every byte on to NEXT (the chain)
+                                         while writing this node's copy; progress as JSON lines on stdout.
+
+The stream: 8-byte big-endian length, the plan as JSON, then for each "file" entry its bytes [start, size).
+A receiver writes only the bytes beyond what it already has (`.recipegen-partial` files resume), and renames a
+file to its final name only once complete and, for blobs named by their hash (LFS sha256, git blob sha1),
+once the hash of the bytes on disk matches the name. Snapshot symlinks come after every blob and refs last:
+an interrupted copy never shows the engine a model that looks complete.
+"""
+
+import hashlib
+import json
+import os
+import queue
+import re
+import socket
+import struct
+import sys
+import threading
+import time
+from typing import IO, Any, Callable, Dict, List, Optional
+
+PARTIAL = ".recipegen-partial"
+CHUNK = 4 << 20
+SYNC_EVERY = 64 << 20
+HEX64 = re.compile(r"[0-9a-f]{64}")
+HEX40 = re.compile(r"[0-9a-f]{40}")
+
+
+def say(**fields: Any) -> None:
+    sys.stdout.write(json.dumps(fields) + "\n")
+    sys.stdout.flush()
+
+
+# --- scan ----------------------------------------------------------------------------------------------------
+
+def scan(root: str, repos: List[str]) -> None:
+    hub = os.path.join(root, "hub")
+    out: Dict[str, Any] = {"free": None, "writable": False, "error": None, "repos": {}}
+    try:
+        os.makedirs(hub, exist_ok=True)
+        probe = os.path.join(hub, ".recipegen-write-test-%d" % os.getpid())
+        with open(probe, "wb") as f:
+            f.write(b"x")
+        os.unlink(probe)
+        out["writable"] = True
+    except OSError as exc:
+        out["error"] = "%s: %s" % (getattr(exc, "filename", None) or hub, exc.strerror or exc)
+    try:
+        st = os.statvfs(hub if os.path.isdir(hub) else root)
+        out["free"] = st.f_bavail * st.f_frsize
+    except OSError:
+        pass
+    for repo in repos:
+        files, partial, links, refs = {}, {}, {}, {}
+        base = os.path.join(hub, repo)
+        for folder, dirs, names in os.walk(base):
+            dirs.sort()
+            for name in sorted(names) + [d for d in dirs if os.path.islink(os.path.join(folder, d))]:
+                full = os.path.join(folder, name)
+                rel = os.path.relpath(full, hub)
+                if os.path.islink(full):
+                    links[rel] = os.readlink(full)
+                elif rel.startswith(repo + "/refs/"):
+                    with open(full, encoding="utf-8", errors="replace") as f:
+                        refs[rel[len(repo) + 6:]] = f.read().strip()
+                elif name.endswith(PARTIAL):
+                    partial[rel[: -len(PARTIAL)]] = os.path.getsize(full)
+                elif ".recipegen-tmp" not in name:
+                    files[rel] = os.path.getsize(full)
+        out["repos"][repo] = {"files": files, "partial": partial, "links": links, "refs": refs}
+    say(**out)
+
+
+# --- send ----------------------------------------------------------------------------------------------------
+
+def connect(host: str, port: int, wait: float = 120.0) -> socket.socket:
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            sock = socket.create_connection((host, port), timeout=30)
+            sock.settimeout(600)
+            return sock
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
+def header(plan: Dict[str, Any]) -> bytes:
+    data = json.dumps(plan).encode()
+    return struct.pack(">Q", len(data)) + data
+
+
+def send(host: str, port: str) -> None:
+    plan = json.load(sys.stdin)
+    root = plan["root"]
+    sock = connect(host, int(port))
+    sock.sendall(header(plan))
+    sent, last = 0, 0.0
+    for entry in plan["entries"]:
+        if entry["kind"] != "file":
+            continue
+        path = os.path.join(root, "hub", entry["path"])
+        offset, size = entry["start"], entry["size"]
+        with open(path, "rb") as f:
+            if os.path.getsize(path) != size:
+                raise SystemExit("%s changed size on the source (%d, expected %d)"
+                                 % (entry["path"], os.path.getsize(path), size))
+            while offset < size:
+                # socket.sendfile, not os.sendfile: the socket has a timeout, so its fd is non-blocking
+                n = sock.sendfile(f, offset, min(size - offset, 64 << 20))
+                if n == 0:
+                    raise SystemExit("%s: unexpected end of file" % entry["path"])
+                offset += n
+                sent += n
+                if time.monotonic() - last > 0.5:
+                    say(sent=sent)
+                    last = time.monotonic()
+    sock.shutdown(socket.SHUT_WR)
+    sock.recv(1)  # the first receiver closes once it has every byte: the copy is not lost in a socket buffer
+    sock.close()
+    say(sent=sent, done=True)
+
+
+# --- recv ----------------------------------------------------------------------------------------------------
+
+def recv_exact(sock: socket.socket, n: int) -> bytes:
+    buf = bytearray()
+    while len(buf) < n:
+        part = sock.recv(n - len(buf))
+        if not part:
+            raise SystemExit("the upstream node closed the stream early")
+        buf += part
+    return bytes(buf)
+
+
+def fill(sock: socket.socket, buf: memoryview, n: int, what: str) -> bytes:
+    """The next n bytes of the stream as one chunk: a socket hands out 64 KiB at a time, and each chunk costs
+    two queue hand-offs, so chunks of megabytes keep the Python overhead off the data path."""
+    pos = 0
+    while pos < n:
+        got = sock.recv_into(buf[pos:n])
+        if not got:
+            raise SystemExit("the upstream node closed the stream early (%s)" % what)
+        pos += got
+    return bytes(buf[:n])
+
+
+class Worker(threading.Thread):
+    """Runs `fn(chunk)` for each queued chunk on its own thread: sending downstream, writing and hashing all
+    release the GIL, so the receive loop, the forwarder and the writer overlap."""
+
+    def __init__(self, fn: Callable[[bytes], Any]) -> None:
+        super().__init__(daemon=True)
+        self.fn = fn
+        self.q: "queue.Queue[Optional[bytes]]" = queue.Queue(maxsize=16)
+        self.error: Optional[BaseException] = None
+
+    def run(self) -> None:
+        while True:
+            item = self.q.get()
+            if item is None:
+                return
+            if self.error is None:
+                try:
+                    self.fn(item)
+                except Exception as exc:  # reported by whoever owns the worker
+                    self.error = exc
+
+    def put(self, item: bytes) -> None:
+        if self.error is None:
+            self.q.put(item)
+
+    def finish(self) -> None:
+        self.q.put(None)
+        self.join()
+
+
+def blob_hasher(name: str, size: int) -> Optional[Any]:
+    """A hasher whose digest must equal the file's name, or None when the name is not a hash."""
+    if HEX64.fullmatch(name):
+        return hashlib.sha256()
+    if HEX40.fullmatch(name):  # git's blob id of a small (non-LFS) file
+        h = hashlib.sha1()
+        h.update(b"blob %d\0" % size)
+        return h
+    return None
+
+
+class FileSink:
+    """This node's copy of one file of the stream."""
+
+    def __init__(self, root: str, entry: Dict[str, Any]) -> None:
+        self.final = os.path.join(root, "hub", entry["path"])
+        self.partial = self.final + PARTIAL
+        self.size, self.start = entry["size"], entry["start"]
+        self.pos = self.start
+        self.hasher = blob_hasher(os.path.basename(self.final), self.size) if "/blobs/" in self.final else None
+        self.f: Optional[IO[bytes]] = None
+        self.error: Optional[str] = None
+        self.skip, self.unsynced, self.have = False, 0, 0
+        if os.path.isfile(self.final) and not os.path.islink(self.final) and os.path.getsize(self.final) == self.size:
+            self.skip = True  # complete: renamed only after it was verified
+            return
+        have = os.path.getsize(self.partial) if os.path.isfile(self.partial) else 0
+        if have > self.size:
+            os.unlink(self.partial)
+            have = 0
+        if have < self.start:
+            self.error = "%s: this node has %d bytes of it but the stream starts at %d" % (entry["path"], have,
+                                                                                        self.start)
+            return
+        os.makedirs(os.path.dirname(self.final), exist_ok=True)
+        self.have = have
+        self.f = open(self.partial, "r+b" if have else "wb")
+        if self.hasher is not None and have:
+            while self.f.tell() < have:
+                self.hasher.update(self.f.read(min(CHUNK, have - self.f.tell())))
+        self.f.seek(have)
+
+    def take(self, chunk: bytes) -> Optional[bytes]:
+        """The part of the stream's next bytes this node lacks (those it already has are passed over)."""
+        end, start = self.pos + len(chunk), self.pos
+        self.pos = end
+        if self.f is None or end <= self.have:
+            return None
+        return chunk[max(0, self.have - start):]
+
+    def abandon(self) -> None:
+        """Stop writing; the partial file stays for the next run."""
+        if self.f is not None:
+            self.f.close()
+
+    def write(self, part: bytes) -> None:
+        """Write, and push the bytes to disk every SYNC_EVERY: left to itself the kernel starts writing back only
+        once a tenth of memory is dirty, so a big blob would hit the disk all at once in the final fdatasync,
+        after the network is done, instead of while it streams."""
+        assert self.f is not None
+        self.f.write(part)
+        self.unsynced += len(part)
+        if self.unsynced >= SYNC_EVERY:
+            os.fdatasync(self.f.fileno())
+            self.unsynced = 0
+
+    def close(self) -> int:
+        if self.f is None:
+            return 0
+        self.f.flush()
+        os.fdatasync(self.f.fileno())
+        self.f.close()
+        name = os.path.basename(self.final)
+        if self.hasher is not None and self.hasher.hexdigest() != name:
+            os.unlink(self.partial)  # wrong bytes: the next run starts this file over
+            raise ValueError("%s: the bytes received hash to %s, not to its name"
+                             % (self.final, self.hasher.hexdigest()))
+        os.replace(self.partial, self.final)
+        return int(self.size - self.have)
+
+
+def place_link(root: str, entry: Dict[str, Any]) -> bool:
+    path = os.path.join(root, "hub", entry["path"])
+    target = entry["target"]
+    if os.path.isabs(target) or os.path.normpath(os.path.join(os.path.dirname(entry["path"]), target)).startswith(".."):
+        raise ValueError("%s: link target %s leaves the cache" % (entry["path"], target))
+    if os.path.islink(path) and os.readlink(path) == target:
+        return False
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = path + ".recipegen-tmp"
+    if os.path.lexists(tmp):
+        os.unlink(tmp)
+    os.symlink(target, tmp)
+    os.replace(tmp, path)
+    return True
+
+
+def place_text(root: str, entry: Dict[str, Any]) -> bool:
+    path = os.path.join(root, "hub", entry["path"])
+    if os.path.isfile(path):
+        with open(path, encoding="utf-8") as f:
+            if f.read().strip() == entry["text"]:
+                return False
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path + ".recipegen-tmp", "w", encoding="utf-8") as f:
+        f.write(entry["text"])
+    os.replace(path + ".recipegen-tmp", path)
+    return True
+
+
+class Progress:
+    """Bytes of the stream received and of this node's copy written; a JSON line on stdout twice a second."""
+
+    def __init__(self) -> None:
+        self.got, self.wrote, self.last = 0, 0, 0.0
+
+    def tick(self, got: int) -> None:
+        self.got += got
+        if time.monotonic() - self.last > 0.5:
+            say(got=self.got, wrote=self.wrote)
+            self.last = time.monotonic()
+
+
+def receive_file(root: str, entry: Dict[str, Any], up: socket.socket, buf: memoryview, forward: Optional[Worker],
+                 progress: Progress) -> Optional[str]:
+    """One file's bytes off the stream: every byte passed on downstream, the ones this node lacks written and
+    hashed (on threads of their own: both release the GIL, so they overlap each other and the forwarding).
+    The error that keeps this node's copy of the file from being whole, if any."""
+    error: Optional[str] = None
+    sink: Optional[FileSink] = None
+    try:
+        sink = FileSink(root, entry)
+        error = sink.error
+    except OSError as exc:
+        error = "%s: %s" % (entry["path"], exc)
+    writer = Worker(sink.write) if sink is not None and sink.f is not None else None
+    hasher = Worker(sink.hasher.update) if writer and sink and sink.hasher is not None else None
+    for worker in (writer, hasher):
+        if worker:
+            worker.start()
+    left = entry["size"] - entry["start"]
+    while left:
+        chunk = fill(up, buf, min(CHUNK, left), entry["path"])
+        left -= len(chunk)
+        if forward:
+            forward.put(chunk)
+        part = sink.take(chunk) if writer and sink else None
+        if part and writer:
+            writer.put(part)
+            if hasher:
+                hasher.put(part)
+        progress.tick(len(chunk))
+    if writer is None or sink is None:
+        return error
+    writer.finish()
+    if hasher:
+        hasher.finish()
+    failed = writer.error or (hasher.error if hasher else None)
+    if failed:
+        sink.abandon()
+        return "%s: %s" % (entry["path"], failed)
+    try:
+        progress.wrote += sink.close()
+    except (OSError, ValueError) as exc:
+        return str(exc)
+    return None
+
+
+def recv(root: str, bind: str, port: str, next_host: Optional[str] = None,
+         next_port: Optional[str] = None) -> None:
+    server = socket.socket(socket.AF_INET6 if ":" in bind else socket.AF_INET, socket.SOCK_STREAM)
+    server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    server.bind((bind, int(port)))
+    server.listen(1)
+    server.settimeout(float(os.environ.get("RECIPEGEN_ACCEPT_TIMEOUT", "300")))
+    say(listening=True)
+    up, _ = server.accept()
+    began = time.monotonic()
+    server.close()
+    up.settimeout(600)
+    raw = recv_exact(up, 8)
+    head = recv_exact(up, struct.unpack(">Q", raw)[0])
+    plan = json.loads(head)
+    forward: Optional[Worker] = None
+    down: Optional[socket.socket] = None
+    if next_host and next_port:
+        down = connect(next_host, int(next_port))
+        down.sendall(raw + head)
+        forward = Worker(down.sendall)
+        forward.start()
+    errors: List[str] = []
+    progress = Progress()
+    buf = memoryview(bytearray(CHUNK))
+    for entry in plan["entries"]:
+        if entry["kind"] == "file":
+            error = receive_file(root, entry, up, buf, forward, progress)
+            if error:
+                errors.append(error)
+    wrote, got = progress.wrote, progress.got
+    changed = 0
+    if not errors:  # the links only once every blob is whole; the refs last
+        for kind in ("link", "ref"):
+            for entry in plan["entries"]:
+                if entry["kind"] == kind:
+                    try:
+                        changed += (place_link if kind == "link" else place_text)(root, entry)
+                    except (OSError, ValueError) as exc:
+                        errors.append(str(exc))
+    forward_error = None
+    if forward and down:
+        forward.finish()
+        if forward.error is None:
+            down.shutdown(socket.SHUT_WR)
+            try:
+                down.recv(1)
+            except OSError as exc:
+                forward.error = exc
+        forward_error = forward.error and str(forward.error)
+        down.close()
+    up.close()
+    say(got=got, wrote=wrote, changed=changed, done=True, errors=errors, forward_error=forward_error,
+        seconds=round(time.monotonic() - began, 3))
+    if errors:
+        raise SystemExit(1)
+
+
+def main(argv: List[str]) -> None:
+    mode, args = argv[0], argv[1:]
+    if mode == "scan":
+        scan(args[0], args[1:])
+    elif mode == "send":
+        send(*args)
+    elif mode == "recv":
+        recv(*args)
+    else:
+        raise SystemExit("unknown mode %s" % mode)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

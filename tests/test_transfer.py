@@ -1,0 +1,243 @@
+"""The transfer agent and the HF cache logic, offline: the agent runs as local processes between loopback
+addresses (127.0.0.2, .3 ... stand for the nodes' fabric addresses), temp folders stand for the nodes' caches."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import socket
+import struct
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from generator.transfer import hf
+
+AGENT = str(Path(hf.__file__).parent / "agent.py")
+REPO = "models--org--tiny"
+COMMIT = "c0ffee" + "0" * 34
+
+
+def git_blob_id(data: bytes) -> str:
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+def make_model(root: Path, weights: bytes, config: bytes = b'{"model_type": "tiny"}') -> dict[str, bytes]:
+    """An HF cache holding one repo: an LFS blob named by its sha256, a small file named by its git blob id."""
+    repo = root / "hub" / REPO
+    blobs = {hashlib.sha256(weights).hexdigest(): weights, git_blob_id(config): config}
+    (repo / "blobs").mkdir(parents=True)
+    for name, data in blobs.items():
+        (repo / "blobs" / name).write_bytes(data)
+    snap = repo / "snapshots" / COMMIT
+    (snap / "sub").mkdir(parents=True)
+    (snap / "model.safetensors").symlink_to(f"../../blobs/{hashlib.sha256(weights).hexdigest()}")
+    (snap / "sub" / "config.json").symlink_to(f"../../../blobs/{git_blob_id(config)}")
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text(COMMIT)
+    return blobs
+
+
+def scan(root: Path) -> dict:
+    done = subprocess.run([sys.executable, AGENT, "scan", str(root), REPO], capture_output=True, check=True)
+    return json.loads(done.stdout)
+
+
+def state(root: Path) -> hf.RepoState:
+    return hf.RepoState.from_scan(scan(root)["repos"][REPO])
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def connect(port: int) -> socket.socket:
+    for _ in range(100):
+        try:
+            return socket.create_connection(("127.0.0.2", port), timeout=10)
+        except OSError:
+            time.sleep(0.1)
+    raise TimeoutError("the receiver never listened")
+
+
+def receivers(targets: list[Path], port: int) -> list[subprocess.Popen[bytes]]:
+    procs = []
+    for i, root in enumerate(targets):
+        nxt = [f"127.0.0.{i + 3}", str(port)] if i + 1 < len(targets) else []
+        procs.append(subprocess.Popen([sys.executable, AGENT, "recv", str(root), f"127.0.0.{i + 2}", str(port), *nxt],
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                      env={**os.environ, "RECIPEGEN_ACCEPT_TIMEOUT": "30"}))
+    return procs
+
+
+def copy(source: Path, targets: list[Path]) -> tuple[dict, list[dict]]:
+    """What `recipegen models` does, without containers: scan, plan, chain. The sender's and receivers' last
+    JSON lines."""
+    entries = hf.manifest(state(source), REPO, None)
+    plan = hf.stream_plan(entries, [state(t) for t in targets])
+    port = free_port()
+    procs = receivers(targets, port)
+    send = subprocess.run([sys.executable, AGENT, "send", "127.0.0.2", str(port)], capture_output=True,
+                          input=json.dumps({"root": str(source), "entries": plan}).encode(), timeout=60)
+    assert send.returncode == 0, send.stderr.decode()
+    lasts = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0, err.decode()
+        lasts.append(json.loads(out.splitlines()[-1]))
+    return json.loads(send.stdout.splitlines()[-1]), lasts
+
+
+def tree(root: Path) -> dict[str, object]:
+    """Every file's bytes and every link's target under the repo."""
+    found: dict[str, object] = {}
+    for path in sorted((root / "hub" / REPO).rglob("*")):
+        rel = str(path.relative_to(root))
+        if path.is_symlink():
+            found[rel] = ("link", os.readlink(path))
+        elif path.is_file():
+            found[rel] = path.read_bytes()
+    return found
+
+
+@pytest.fixture
+def caches(tmp_path: Path) -> tuple[Path, list[Path], dict[str, bytes]]:
+    source = tmp_path / "a"
+    blobs = make_model(source, os.urandom(3 << 20) + b"tail")
+    targets = [tmp_path / "b", tmp_path / "c"]
+    for t in targets:
+        t.mkdir()
+    return source, targets, blobs
+
+
+def test_chain_makes_targets_identical_and_second_run_copies_nothing(caches) -> None:
+    source, targets, blobs = caches
+    sent, lasts = copy(source, targets)
+    assert sent["sent"] == sum(len(b) for b in blobs.values())
+    for target, last in zip(targets, lasts):
+        assert tree(target) == tree(source)
+        assert last["wrote"] == sent["sent"] and last["errors"] == []
+    link = targets[1] / "hub" / REPO / "snapshots" / COMMIT / "sub" / "config.json"
+    config_id = git_blob_id(b'{"model_type": "tiny"}')
+    assert os.readlink(link) == f"../../../blobs/{config_id}"
+    assert (targets[1] / "hub" / REPO / "refs" / "main").read_text() == COMMIT
+    entries = hf.manifest(state(source), REPO, None)
+    assert all(hf.complete(entries, state(t)) for t in targets)
+    assert hf.stream_bytes(hf.stream_plan(entries, [state(t) for t in targets])) == 0
+    sent, lasts = copy(source, targets)
+    assert sent["sent"] == 0 and [last["changed"] for last in lasts] == [0, 0]
+
+
+def partial_of(root: Path, blobs: dict[str, bytes], cut: int, data: bytes | None = None) -> Path:
+    name = max(blobs, key=lambda n: len(blobs[n]))
+    path = root / "hub" / REPO / "blobs" / (name + ".recipegen-partial")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data if data is not None else blobs[name][:cut])
+    return path
+
+
+def test_resume_sends_only_the_missing_tail(caches) -> None:
+    source, targets, blobs = caches
+    partial_of(targets[0], blobs, 1 << 20)
+    sent, lasts = copy(source, targets[:1])
+    assert sent["sent"] == sum(len(b) for b in blobs.values()) - (1 << 20)
+    assert tree(targets[0]) == tree(source)
+
+
+def test_chain_starts_from_the_target_holding_least(caches) -> None:
+    """One target has half of the big blob: the stream carries it whole for the other, and the first writes
+    only its missing half."""
+    source, targets, blobs = caches
+    partial_of(targets[0], blobs, 2 << 20)
+    sent, lasts = copy(source, targets)
+    assert sent["sent"] == sum(len(b) for b in blobs.values())
+    assert lasts[0]["wrote"] == sent["sent"] - (2 << 20) and lasts[1]["wrote"] == sent["sent"]
+    assert tree(targets[0]) == tree(source) == tree(targets[1])
+
+
+def test_wrong_bytes_are_never_renamed_complete(caches) -> None:
+    """A partial file holding other bytes than the source's: the hash of the result does not match the blob's
+    name, so nothing is renamed, no snapshot link appears, and the partial is dropped for the next run."""
+    source, targets, blobs = caches
+    bad = partial_of(targets[0], blobs, 0, data=b"\0" * (1 << 20))
+    entries = hf.manifest(state(source), REPO, None)
+    plan = hf.stream_plan(entries, [state(targets[0])])
+    port = free_port()
+    [proc] = receivers(targets[:1], port)
+    subprocess.run([sys.executable, AGENT, "send", "127.0.0.2", str(port)], check=True, capture_output=True,
+                   input=json.dumps({"root": str(source), "entries": plan}).encode(), timeout=60)
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode != 0
+    assert "hash" in " ".join(json.loads(out.splitlines()[-1])["errors"])
+    assert not bad.exists() and not bad.with_name(bad.name.removesuffix(".recipegen-partial")).exists()
+    assert not (targets[0] / "hub" / REPO / "snapshots").exists()
+    copy(source, targets[:1])  # the next run starts that file over and succeeds
+    assert tree(targets[0]) == tree(source)
+
+
+def test_a_stream_cut_midway_leaves_a_partial_that_resumes(caches) -> None:
+    """The upstream dies after part of the big blob: the receiver keeps the bytes as a partial file (never
+    under the final name), shows no snapshot, and the next run sends only the rest."""
+    source, targets, blobs = caches
+    entries = hf.manifest(state(source), REPO, None)
+    plan = hf.stream_plan(entries, [state(targets[0])])
+    big = max(blobs, key=lambda n: len(blobs[n]))
+    port = free_port()
+    [proc] = receivers(targets[:1], port)
+    head = json.dumps({"root": str(source), "entries": plan}).encode()
+    files = [blobs[e["path"].rsplit("/", 1)[1]] for e in plan if e["kind"] == "file"]
+    cut = sum(len(f) for f in files[:files.index(blobs[big])]) + (1 << 20)
+    with connect(port) as s:  # a sender that dies 1 MiB into the big blob
+        s.sendall(struct.pack(">Q", len(head)) + head + b"".join(files)[:cut])
+    proc.communicate(timeout=60)
+    assert proc.returncode != 0
+    st = state(targets[0])
+    assert st.partial and not st.links and not st.refs
+    assert all(size == len(blobs[p.rsplit("/", 1)[1]]) for p, size in st.files.items())  # only whole files
+    resumed = sum(st.partial.values())
+    sent, _ = copy(source, targets[:1])
+    assert sent["sent"] == sum(len(b) for b in blobs.values()) - resumed - sum(st.files.values())
+    assert tree(targets[0]) == tree(source)
+
+
+def test_manifest_of_an_incomplete_source_says_what_is_missing(caches) -> None:
+    source, _, blobs = caches
+    big = max(blobs, key=lambda n: len(blobs[n]))
+    (source / "hub" / REPO / "blobs" / big).unlink()
+    with pytest.raises(hf.Incomplete, match="missing blob"):
+        hf.manifest(state(source), REPO, None)
+    with pytest.raises(hf.Incomplete, match="no revision 'v2'"):
+        hf.manifest(state(source), REPO, "v2")
+
+
+def test_revision_by_commit_has_no_ref_and_refs_name_commits(caches) -> None:
+    source, _, _ = caches
+    by_commit = hf.manifest(state(source), REPO, COMMIT)
+    assert [e.kind for e in by_commit].count("ref") == 0 and len(by_commit) == 4
+    by_ref = hf.manifest(state(source), REPO, None)
+    assert by_ref[-1] == hf.Entry("ref", f"{REPO}/refs/main", text=COMMIT)
+
+
+def test_links_leaving_the_repo_are_refused(caches) -> None:
+    source, _, _ = caches
+    link = source / "hub" / REPO / "snapshots" / COMMIT / "evil"
+    link.symlink_to("../../../../etc/passwd")
+    with pytest.raises(hf.Incomplete, match="outside"):
+        hf.manifest(state(source), REPO, None)
+
+
+def test_scan_reports_an_unwritable_cache(tmp_path: Path) -> None:
+    if os.geteuid() == 0:
+        pytest.skip("root writes everywhere; test_models_lab uses a read-only mount instead")
+    tmp_path.chmod(0o500)
+    try:
+        found = scan(tmp_path)
+    finally:
+        tmp_path.chmod(0o700)
+    assert found["writable"] is False and found["error"]
