@@ -232,12 +232,33 @@ def test_links_leaving_the_repo_are_refused(caches) -> None:
         hf.manifest(state(source), REPO, None)
 
 
-def test_scan_reports_an_unwritable_cache(tmp_path: Path) -> None:
-    if os.geteuid() == 0:
-        pytest.skip("root writes everywhere; test_models_lab uses a read-only mount instead")
-    tmp_path.chmod(0o500)
+def test_scan_reports_an_unwritable_cache() -> None:
+    """As root, mode 0500 stops nothing: the agent then runs as an unprivileged user (setpriv, as the corpus's
+    permission cases do; .ci/run creates recipegen-ci), so this runs in CI too. The lab covers a read-only mount."""
+    import shutil
+    import tempfile
+
+    base = Path(tempfile.mkdtemp(prefix="recipegen-scan-"))  # not tmp_path: its 0700 base stops another user
     try:
-        found = scan(tmp_path)
+        cache = base / "cache"
+        cache.mkdir()
+        cache.chmod(0o555)
+        base.chmod(0o755)
+        command = [sys.executable, AGENT, "scan", str(cache), REPO]
+        if os.geteuid() == 0:
+            import pwd
+
+            try:
+                user = pwd.getpwnam("recipegen-ci")
+                uid, gid = user.pw_uid, user.pw_gid
+            except KeyError:
+                uid = gid = 65534
+            setpriv = shutil.which("setpriv")
+            assert setpriv, "setpriv (util-linux) is needed to drop root for this case"
+            command = [setpriv, f"--reuid={uid}", f"--regid={gid}", "--clear-groups", *command]
+        done = subprocess.run(command, capture_output=True, check=True)
+        found = json.loads(done.stdout)
     finally:
-        tmp_path.chmod(0o700)
+        (base / "cache").chmod(0o755)
+        shutil.rmtree(base, ignore_errors=True)
     assert found["writable"] is False and found["error"]
