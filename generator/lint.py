@@ -21,10 +21,12 @@ ERROR, WARNING = Severity.ERROR, Severity.WARNING
 FABRIC_ENV = re.compile(r"^(NCCL_|UCX_|GLOO_|TP_SOCKET_|OMPI_MCA_btl_tcp_if|NVSHMEM_)")
 # Formats of real tokens: Hugging Face, OpenAI-style, GitHub, GitLab, Slack, AWS access keys, JWTs; a URL carrying
 # a password (https://user:pw@host, also git+ssh://, redis://), an HTTP Authorization value (Bearer / Basic).
+# A URL's scheme starts where no scheme character precedes it: without the lookbehind a long run of letters (a
+# 1 MiB mod file or argument) is rescanned from every position, quadratic time.
 SECRET_VALUE = re.compile(r"(hf_[A-Za-z0-9]{30,}|sk-[A-Za-z0-9_-]{20,}|gh[pousr]_[A-Za-z0-9]{30,}"
                           r"|glpat-[A-Za-z0-9_-]{20,}|xox[baprs]-[A-Za-z0-9-]{10,}|AKIA[0-9A-Z]{16}"
                           r"|eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\."
-                          r"|[A-Za-z][A-Za-z0-9+.-]*://[^/\s:@]*:[^/\s@]+@"
+                          r"|(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]*://[^/\s:@]*:[^/\s@]+@"
                           r"|\b(?:[Bb]earer|BEARER|[Bb]asic|BASIC)\s+[A-Za-z0-9._~+/-]{8,}=*)")
 # Whole words of a variable name: HF_TOKEN, OPENAI_API_KEY, AWS_SECRET_ACCESS_KEY, SSH_PASSPHRASE; a name ending
 # in TOKEN (HFTOKEN) or _KEY (WANDB_KEY, OPENAI_KEY); not TOKENIZERS_PARALLELISM, MAX_NUM_BATCHED_TOKENS or
