@@ -210,6 +210,11 @@ def _load_chain(path: Path, recipes_dir: Path | None, collect: list[Diagnostic] 
         parent = doc.data.get("extends")
         if parent is None:
             return chain
+        if "\x00" in parent:  # no path holds one (the OS refuses it: ValueError); validate has collected the
+            if collect is not None:  # schema's word on it, a build stops here
+                return chain
+            raise RecipegenError(doc.diagnostic(("extends",), "contains a NUL character (\\u0000): no path can "
+                                                              "hold one"))
         current, referrer = _parent_path(doc.path, parent, recipes_dir), doc
 
 
