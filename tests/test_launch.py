@@ -228,6 +228,7 @@ def test_each_ray_worker_keeps_its_own_per_node_values(tmp_path: Path):
     ({"patch.diff": "x"}, "has no run.sh"),
     ({"run.sh": "#!/bin/sh\n", "blob.bin": None}, "is not UTF-8 text"),
     ({"run.sh": "#!/bin/sh\n", "bad name.txt": "x"}, "cannot travel in a compose file"),
+    ({"run.sh": "#!/bin/sh\n", "real/f.txt": "x", "linked": Path("real")}, "'linked' is a symlink"),
 ])
 def test_a_bad_mod_is_one_line_naming_the_element(tmp_path: Path, files: dict, message: str):
     root = project(tmp_path, """\
@@ -239,6 +240,10 @@ def test_a_bad_mod_is_one_line_naming_the_element(tmp_path: Path, files: dict, m
     bad = tmp_path / "mods" / "bad"
     bad.mkdir()
     for rel, text in files.items():
+        if isinstance(text, Path):  # a symlink to that path
+            (bad / rel).symlink_to(text)
+            continue
+        (bad / rel).parent.mkdir(parents=True, exist_ok=True)
         (bad / rel).write_bytes(b"\xff\xfe\x00" if text is None else text.encode())
     result = build(root)
     assert result.exit_code == 1
