@@ -75,6 +75,19 @@ def long_quoted_args(path: Path) -> Path:
     return path
 
 
+def long_unbroken_values(path: Path) -> Path:
+    """A recipe with 1 MiB words that have no space or punctuation (an env value, a setup command) and a mod
+    whose run.sh is one such line: the secret rule scans them all and must stay linear (its URL pattern once
+    restarted at every letter: ~12 minutes for 1 MiB)."""
+    word = "a" * (1 << 20)
+    mod = path.parent / "mods" / "big"
+    mod.mkdir(parents=True)
+    (mod / "run.sh").write_text("#!/bin/sh\n: " + word[:(1 << 20) - 64] + "\n", "utf-8")
+    path.write_text(f'engine = "vllm"\ndocker_image = "vllm/vllm-openai:v0.11.0"\nmodel = "Qwen/Qwen3-32B"\n'
+                    f'env = {{ LONG = "{word}" }}\nsetup = ["{word}"]\nmods = ["big"]\n', "utf-8")
+    return path
+
+
 def machine() -> str:
     cpu = "unknown cpu"
     try:
@@ -122,6 +135,9 @@ def main() -> None:
         measure("recipegen validate <one recipe>", [exe, "validate", str(one)], ROOT, args.runs * 2, "< 0.3 s")
         long_args = long_quoted_args(tmp / "long-args" / "recipe.toml")
         measure("validate, args: 1 MiB in '...' and 1 MiB in \"...\"", [exe, "validate", str(long_args)], ROOT,
+                args.runs, "< 1 s")
+        unbroken = long_unbroken_values(tmp / "long-words" / "recipe.toml")
+        measure("validate, env, setup and a mod: 1 MiB words", [exe, "validate", str(unbroken)], ROOT,
                 args.runs, "< 1 s")
 
         seed = ROOT / "recipes" / "deepseek-v4-flash-eugr" / "recipe.toml"

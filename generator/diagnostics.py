@@ -2,9 +2,20 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
+
+
+# Characters that would end or hide the line a diagnostic promises (Python's str.splitlines breaks at \x1c-\x1e,
+# \x85, U+2028 and U+2029 too; \x1b starts terminal escapes): a recipe's value quoted in a message shows them
+# escaped, as Python's repr does. Tab stays.
+_NOT_ON_ONE_LINE = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def one_line(text: str) -> str:
+    return _NOT_ON_ONE_LINE.sub(lambda m: repr(m[0])[1:-1], text)
 
 
 class Severity(str, Enum):
@@ -30,7 +41,7 @@ class Diagnostic:
             where += f":{self.line}:{self.col or 1}"
         kind = self.severity.value + (f"[{self.rule}]" if self.rule else "")
         key = f"{self.key}: " if self.key else ""
-        return f"{where}: {kind}: {key}{self.message}"
+        return one_line(f"{where}: {kind}: {key}{self.message}")
 
     @property
     def is_error(self) -> bool:

@@ -25,10 +25,12 @@ ERROR, WARNING = Severity.ERROR, Severity.WARNING
 FABRIC_ENV = re.compile(r"^(NCCL_|UCX_|GLOO_|TP_SOCKET_|OMPI_MCA_btl_tcp_if|NVSHMEM_)")
 # Formats of real tokens: Hugging Face, OpenAI-style, GitHub, GitLab, Slack, AWS access keys, JWTs; a URL carrying
 # a password (https://user:pw@host, also git+ssh://, redis://), an HTTP Authorization value (Bearer / Basic).
+# A URL's scheme starts where no scheme character precedes it: without the lookbehind a long run of letters (a
+# 1 MiB mod file or argument) is rescanned from every position, quadratic time.
 SECRET_VALUE = re.compile(r"(hf_[A-Za-z0-9]{30,}|sk-[A-Za-z0-9_-]{20,}|gh[pousr]_[A-Za-z0-9]{30,}"
                           r"|glpat-[A-Za-z0-9_-]{20,}|xox[baprs]-[A-Za-z0-9-]{10,}|AKIA[0-9A-Z]{16}"
                           r"|eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\."
-                          r"|[A-Za-z][A-Za-z0-9+.-]*://[^/\s:@]*:[^/\s@]+@"
+                          r"|(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]*://[^/\s:@]*:[^/\s@]+@"
                           r"|\b(?:[Bb]earer|BEARER|[Bb]asic|BASIC)\s+[A-Za-z0-9._~+/-]{8,}=*)")
 # Whole words of a variable name: HF_TOKEN, OPENAI_API_KEY, AWS_SECRET_ACCESS_KEY, SSH_PASSPHRASE; a name ending
 # in TOKEN (HFTOKEN) or _KEY (WANDB_KEY, OPENAI_KEY); not TOKENIZERS_PARALLELISM, MAX_NUM_BATCHED_TOKENS or
@@ -306,17 +308,41 @@ def _secret(recipe: Recipe, cluster: Cluster | None) -> Findings:
     for name, value in recipe.env.items():
         if value and (SECRET_VALUE.search(value) or secret_name(name)):
             yield recipe.env_origins[name], f"env.{name}", f"looks like a secret: {SECRET_FIX}"
+    for name, value in recipe.build_args.items():  # written into the compose files' `build.args`
+        if value and (SECRET_VALUE.search(value) or secret_name(name)):
+            yield (recipe.build_arg_origins.get(name, recipe.origins.get("build_args")), f"build_args.{name}",
+                   f"looks like a secret: {SECRET_FIX} (a build secret belongs in a BuildKit secret mount)")
     for group in recipe.flag_groups:  # a token-looking word anywhere, or the value of --api-key and the like
         named = group.flag is not None and secret_name(group.flag.lstrip("-")) and group.values
         if named or any(SECRET_VALUE.search(arg.word) for arg in group.args):
             yield group.args[0].origin, "args", f"{group.flag or 'a word'} looks like a secret: {SECRET_FIX}"
-    for key in ("entrypoint", "model", "docker_image"):
+    # `ray start --redis-password x`: the value of a secret-named flag, or a token-looking word
+    for i, arg in enumerate(recipe.ray_args):
+        flag, eq, value = arg.word.partition("=")
+        named = flag.startswith("-") and secret_name(flag.lstrip("-")) and (
+            value if eq else i + 1 < len(recipe.ray_args) and not recipe.ray_args[i + 1].word.startswith("-"))
+        if named or SECRET_VALUE.search(arg.word):
+            yield arg.origin, "ray_args", f"{flag if named else 'a word'} looks like a secret: {SECRET_FIX}"
+    for i, step in enumerate(recipe.setup):  # the launcher script is in the compose file, word for word
+        if SECRET_VALUE.search(step.word):
+            yield step.origin, f"setup[{i}]", f"looks like a secret: {SECRET_FIX}"
+    for key in ("entrypoint", "model", "docker_image", "name", "dockerfile", "docker_image_dir"):
         value = getattr(recipe, key)
-        if any(SECRET_VALUE.search(word) for word in ([value] if isinstance(value, str) else value)):
+        if value and any(SECRET_VALUE.search(word) for word in ([value] if isinstance(value, str) else value)):
+            yield recipe.origins[key], key, f"looks like a secret: {SECRET_FIX}"
+    for key, value in recipe.container.items():
+        if isinstance(value, str) and SECRET_VALUE.search(value):
             yield recipe.origins[key], key, f"looks like a secret: {SECRET_FIX}"
     for mount in recipe.mounts:
         if SECRET_VALUE.search(mount.host) or SECRET_VALUE.search(mount.container):
             yield mount.origin, "extra_mounts", f"looks like a secret: {SECRET_FIX}"
+    for mod in recipe.mods:  # a mod's files travel inside every compose file
+        for file in mod.files:
+            found = SECRET_VALUE.search(file.text)
+            if found:
+                line = file.text.count("\n", 0, found.start()) + 1
+                yield (mod.origin, "mods", f"mod '{mod.source}': {file.path} line {line} looks like a secret: "
+                                           f"{SECRET_FIX}")
 
 
 @rule("shell-literal", WARNING, "a word sh would have expanded or cut ($, backticks, ; | & < > ( ), a leading # or ~, "

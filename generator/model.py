@@ -133,6 +133,7 @@ class Recipe:
     unused_removals: tuple[tuple[Origin, str, str], ...] = ()  # (where, "remove_args"/"remove_env", what)
     origins: dict[str, Origin] = field(default_factory=dict)  # top-level key -> where it was set
     env_origins: dict[str, Origin] = field(default_factory=dict)
+    build_arg_origins: dict[str, Origin] = field(default_factory=dict)
     documents: tuple[TomlDocument, ...] = ()  # this recipe first, then its parents
     flag_groups: tuple[FlagGroup, ...] = ()  # `args` grouped into flags and their values, by the loader
 

@@ -61,6 +61,11 @@ def _read_files(folder: Path, fail: Callable[[str], RecipegenError]) -> tuple[Mo
     root = folder.resolve()
     for dirpath, dirnames, filenames in os.walk(folder, followlinks=False):
         dirnames[:] = sorted(d for d in dirnames if d not in ("__pycache__", ".git"))
+        for d in dirnames:  # os.walk lists a linked folder but does not enter it: say so, never drop it silently
+            if (Path(dirpath) / d).is_symlink():
+                relative = (Path(dirpath) / d).relative_to(folder).as_posix()
+                raise fail(f"mod folder '{relative}' is a symlink: recipegen does not follow linked folders; "
+                           "copy the folder into the mod")
         for filename in sorted(filenames):
             path = Path(dirpath) / filename
             relative = path.relative_to(folder).as_posix()

@@ -64,6 +64,7 @@ def load_recipe(path: str | Path, recipes_dir: Path | None = None,
     args: tuple[Arg, ...] = ()
     ray_args: tuple[Arg, ...] = ()
     build_args: dict[str, str] = {}
+    build_arg_origins: dict[str, Origin] = {}
     container: dict[str, object] = {}
     setup: tuple[Arg, ...] = ()
     mods_from: tuple[TomlDocument, str] | None = None  # the file that set `mods` (its folder finds them)
@@ -92,6 +93,7 @@ def load_recipe(path: str | Path, recipes_dir: Path | None = None,
                 origins[key] = origin(key)
         for name, value in data.get("build_args", {}).items():
             build_args[name] = env_text(value)
+            build_arg_origins[name] = origin("build_args", name)
         if "build_args" in data:
             origins["build_args"] = origin("build_args")
         if "setup" in data:
@@ -163,7 +165,7 @@ def load_recipe(path: str | Path, recipes_dir: Path | None = None,
         mods=mods, setup=setup, ray_args=ray_args, container=container,
         pass_env=tuple(pass_env), unused_removals=tuple(unused), flag_groups=tuple(group_flags(args)),
         origins=origins,
-        env_origins=env_origins, documents=tuple(chain))
+        env_origins=env_origins, build_arg_origins=build_arg_origins, documents=tuple(chain))
 
 
 def env_text(value: str | int) -> str:
@@ -208,6 +210,11 @@ def _load_chain(path: Path, recipes_dir: Path | None, collect: list[Diagnostic] 
         parent = doc.data.get("extends")
         if parent is None:
             return chain
+        if "\x00" in parent:  # no path holds one (the OS refuses it: ValueError); validate has collected the
+            if collect is not None:  # schema's word on it, a build stops here
+                return chain
+            raise RecipegenError(doc.diagnostic(("extends",), "contains a NUL character (\\u0000): no path can "
+                                                              "hold one"))
         current, referrer = _parent_path(doc.path, parent, recipes_dir), doc
 
 

@@ -177,7 +177,9 @@ def _describe(branch: dict[str, Any]) -> str:
         return json.dumps(branch["const"])
     kind = branch.get("type", "value")
     text = _TYPE_NAMES.get(kind, kind) if isinstance(kind, str) else " or ".join(_TYPE_NAMES.get(k, k) for k in kind)
-    return text + (f" (at least {branch['minimum']})" if "minimum" in branch else "")
+    bounds = [f"at least {branch['minimum']}"] if "minimum" in branch else []
+    bounds += [f"at most {branch['maximum']}"] if "maximum" in branch else []
+    return text + (f" ({', '.join(bounds)})" if bounds else "")
 
 
 def _table_name(path: tuple[str | int, ...]) -> str:

@@ -567,10 +567,12 @@ def _with_directive(case_file: Path, directive: str) -> str:
 EDITOR_BLIND = {"clusters/duplicate-node-name": "a rule across nodes; a JSON Schema cannot state it",
                 "clusters/duplicate-node-address-context": "a rule across nodes; a JSON Schema cannot state it",
                 "recipes/nul-characters": "a NUL in any string: checked by recipegen beside the schema",
+                "recipes/nul-in-paths": "a NUL in any string: checked by recipegen beside the schema",
                 "recipes/size-overflow": "the `docker-size` format (int64 bytes): editors skip unknown formats",
                 "clusters/range-duration-overflow": "the `go-duration` format: editors skip unknown formats",
                 "recipes/mount-targets-normalised": "lint rule mount-target: paths compared after normalising",
-                "clusters/pass-env-clashes": "lint: names compared with the env tables and the compiler's"}
+                "clusters/pass-env-clashes": "lint: names compared with the env tables and the compiler's",
+                "recipes/secret-new-places": "lint rule secret: token shapes and secret names, and a mod's files"}
 # taplo reads TOML into JSON values: 2.0 is then an integer (draft-07) and a date a string; tombi keeps TOML's types.
 TOOL_BLIND = {"taplo": {"recipes/type-float-integers": "2.0 is an integer to a JSON Schema",
                         "recipes/type-toml-dates": "taplo hands dates to the schema as strings",

@@ -63,10 +63,12 @@ def compose(root: Path, node: str) -> dict:
 
 
 def container_files(doc: dict) -> dict[str, str]:
-    """What Compose puts into the container: target path -> content, `$$` unescaped as Compose does."""
+    """What Compose puts into the container: target path -> content, `$$` unescaped as Compose does. A config
+    whose content is empty is not copied at all (compose v2 injectFileReferences: `if content == "" { continue }`)."""
     service = doc["services"]["engine"]
-    return {ref["target"]: doc["configs"][ref["source"]]["content"].replace("$$", "$")
-            for ref in service.get("configs", [])}
+    files = {ref["target"]: doc["configs"][ref["source"]]["content"].replace("$$", "$")
+             for ref in service.get("configs", [])}
+    return {target: text for target, text in files.items() if text}
 
 
 def run_launcher(root: Path, node: str, tmp_path: Path, programs: dict[str, str],
@@ -123,6 +125,25 @@ def test_setup_then_mods_then_the_engine_in_order(tmp_path: Path):
     assert lines == ["step one", "two 2", f"mod a in fix-a ws={tmp_path / 'work-n1'} payload $HOME 'q'", "mod b",
                      "vllm serve m/m --tensor-parallel-size 1 --pipeline-parallel-size 1 --port 8001"]
     assert "recipegen: setup 1/2" in result.stderr and "recipegen: mod 2/2: fix-b" in result.stderr
+
+
+def test_empty_mod_files_reach_the_container(tmp_path: Path):
+    """Compose copies no config with empty content, so an empty file of a mod (`__init__.py`, a marker) is made
+    by the launcher; in the Swarm stack the launcher writes every file anyway."""
+    root = project(tmp_path, """\
+        engine = "vllm"
+        docker_image = "img"
+        model = "m/m"
+        mods = ["marker"]
+        """, mods={"marker": {"run.sh": '#!/bin/sh\ntest -f __init__.py && test ! -s __init__.py && '
+                                        'echo "empty file there" >> "$LOG"\n', "__init__.py": ""}})
+    assert build(root).exit_code == 0
+    doc = compose(root, "n1")
+    assert all(c["content"] for c in doc["configs"].values())  # none that Compose would skip
+    log = tmp_path / "log"
+    result = run_launcher(root, "n1", tmp_path, {"vllm": RECORD}, {"LOG": str(log)})
+    assert result.returncode == 0, result.stderr
+    assert log.read_text().splitlines()[0] == "empty file there"
 
 
 def test_a_failing_step_fails_the_container_before_the_engine(tmp_path: Path):
@@ -207,6 +228,7 @@ def test_each_ray_worker_keeps_its_own_per_node_values(tmp_path: Path):
     ({"patch.diff": "x"}, "has no run.sh"),
     ({"run.sh": "#!/bin/sh\n", "blob.bin": None}, "is not UTF-8 text"),
     ({"run.sh": "#!/bin/sh\n", "bad name.txt": "x"}, "cannot travel in a compose file"),
+    ({"run.sh": "#!/bin/sh\n", "real/f.txt": "x", "linked": Path("real")}, "'linked' is a symlink"),
 ])
 def test_a_bad_mod_is_one_line_naming_the_element(tmp_path: Path, files: dict, message: str):
     root = project(tmp_path, """\
@@ -218,6 +240,10 @@ def test_a_bad_mod_is_one_line_naming_the_element(tmp_path: Path, files: dict, m
     bad = tmp_path / "mods" / "bad"
     bad.mkdir()
     for rel, text in files.items():
+        if isinstance(text, Path):  # a symlink to that path
+            (bad / rel).symlink_to(text)
+            continue
+        (bad / rel).parent.mkdir(parents=True, exist_ok=True)
         (bad / rel).write_bytes(b"\xff\xfe\x00" if text is None else text.encode())
     result = build(root)
     assert result.exit_code == 1
