@@ -310,7 +310,7 @@ def _secret(recipe: Recipe, cluster: Cluster | None) -> Findings:
             yield recipe.env_origins[name], f"env.{name}", f"looks like a secret: {SECRET_FIX}"
     for name, value in recipe.build_args.items():  # written into the compose files' `build.args`
         if value and (SECRET_VALUE.search(value) or secret_name(name)):
-            yield (recipe.build_arg_origins.get(name, recipe.origins.get("build_args")), f"build_args.{name}",
+            yield (recipe.build_arg_origins.get(name) or recipe.origins["build_args"], f"build_args.{name}",
                    f"looks like a secret: {SECRET_FIX} (a build secret belongs in a BuildKit secret mount)")
     for group in recipe.flag_groups:  # a token-looking word anywhere, or the value of --api-key and the like
         named = group.flag is not None and secret_name(group.flag.lstrip("-")) and group.values
@@ -318,20 +318,21 @@ def _secret(recipe: Recipe, cluster: Cluster | None) -> Findings:
             yield group.args[0].origin, "args", f"{group.flag or 'a word'} looks like a secret: {SECRET_FIX}"
     # `ray start --redis-password x`: the value of a secret-named flag, or a token-looking word
     for i, arg in enumerate(recipe.ray_args):
-        flag, eq, value = arg.word.partition("=")
-        named = flag.startswith("-") and secret_name(flag.lstrip("-")) and (
-            value if eq else i + 1 < len(recipe.ray_args) and not recipe.ray_args[i + 1].word.startswith("-"))
-        if named or SECRET_VALUE.search(arg.word):
-            yield arg.origin, "ray_args", f"{flag if named else 'a word'} looks like a secret: {SECRET_FIX}"
+        flag, eq, inline = arg.word.partition("=")
+        has_value = bool(inline) if eq else (i + 1 < len(recipe.ray_args)
+                                               and not recipe.ray_args[i + 1].word.startswith("-"))
+        secret_flag = flag.startswith("-") and secret_name(flag.lstrip("-")) and has_value
+        if secret_flag or SECRET_VALUE.search(arg.word):
+            yield arg.origin, "ray_args", f"{flag if secret_flag else 'a word'} looks like a secret: {SECRET_FIX}"
     for i, step in enumerate(recipe.setup):  # the launcher script is in the compose file, word for word
         if SECRET_VALUE.search(step.word):
             yield step.origin, f"setup[{i}]", f"looks like a secret: {SECRET_FIX}"
     for key in ("entrypoint", "model", "docker_image", "name", "dockerfile", "docker_image_dir"):
-        value = getattr(recipe, key)
-        if value and any(SECRET_VALUE.search(word) for word in ([value] if isinstance(value, str) else value)):
+        words = getattr(recipe, key)
+        if words and any(SECRET_VALUE.search(word) for word in ([words] if isinstance(words, str) else words)):
             yield recipe.origins[key], key, f"looks like a secret: {SECRET_FIX}"
-    for key, value in recipe.container.items():
-        if isinstance(value, str) and SECRET_VALUE.search(value):
+    for key, setting in recipe.container.items():
+        if isinstance(setting, str) and SECRET_VALUE.search(setting):
             yield recipe.origins[key], key, f"looks like a secret: {SECRET_FIX}"
     for mount in recipe.mounts:
         if SECRET_VALUE.search(mount.host) or SECRET_VALUE.search(mount.container):

@@ -251,10 +251,10 @@ def container_options(recipe: Recipe, cluster: Cluster) -> ContainerOptions:
 def _health(recipe: Recipe, container: ContainerOptions) -> HealthCheck:
     """The head's engine API, asked from inside its own container (host network: the node's loopback works
     unless the engine was told to listen on one address only)."""
-    host = flag_value(recipe, "--host")
-    if host in (None, "", "0.0.0.0", "::", "[::]"):
+    host = (flag_value(recipe, "--host") or "").removeprefix("[").removesuffix("]")
+    if host in ("", "0.0.0.0", "::"):
         host = "127.0.0.1"
-    elif ":" in host:
+    elif ":" in host:  # an IPv6 address, bracketed once in the URL
         host = f"[{host}]"
     return HealthCheck(f"http://{host}:{serve_port(recipe)}/health", container.health_start_period)
 
