@@ -23,11 +23,10 @@ I = TypeVar("I")  # noqa: E741 - an item of a fan-out
 
 
 @dataclass(frozen=True)
-class Target:
-    """One node of a deployed recipe."""
+class OnNode:
+    """Something recipegen does on one node: its name, and the Docker client of its context."""
 
     node: Node
-    compose_file: Path
 
     @property
     def name(self) -> str:
@@ -36,6 +35,13 @@ class Target:
     @property
     def docker(self) -> Docker:
         return Docker(self.node.context)
+
+
+@dataclass(frozen=True)
+class Target(OnNode):
+    """One node of a deployed recipe."""
+
+    compose_file: Path
 
 
 @dataclass(frozen=True)

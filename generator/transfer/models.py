@@ -19,10 +19,9 @@ from pathlib import Path
 from typing import Any, Callable, Protocol
 
 from generator.deploy.docker import DockerError, reason
-from generator.deploy.docker import Docker
-from generator.deploy.targets import each
+from generator.deploy.targets import OnNode, each
 from generator.engines import flag_value
-from generator.model import HF_CACHE_IN_CONTAINER, Node
+from generator.model import HF_CACHE_IN_CONTAINER
 from generator.plan import LABEL_PREFIX, NodePlan
 from generator.transfer import hf
 
@@ -35,19 +34,10 @@ _DOWNLOAD = ('if command -v hf >/dev/null 2>&1; then set -- hf "$@"; else set --
 
 
 @dataclass(frozen=True)
-class Peer:
+class Peer(OnNode):
     """A node the recipe uses, with its plan: the image its helpers run, its cache, its fabric address."""
 
-    node: Node
     plan: NodePlan
-
-    @property
-    def name(self) -> str:
-        return self.node.name
-
-    @property
-    def docker(self) -> Docker:
-        return Docker(self.node.context)
 
 
 def peers(nodes: tuple[NodePlan, ...]) -> list[Peer]:
