@@ -98,7 +98,10 @@ def run_launcher(root: Path, node: str, tmp_path: Path, programs: dict[str, str]
         (bin_dir / name).chmod(0o755)
     workdir = tmp_path / f"work-{node}"
     workdir.mkdir(exist_ok=True)
-    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": str(tmp_path), **(extra_env or {})}
+    container_tmp = tmp_path / f"tmp-{node}"  # the container's /tmp: it outlives a restart, not a new container
+    container_tmp.mkdir(exist_ok=True)
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": str(tmp_path), "TMPDIR": str(container_tmp),
+           **(extra_env or {})}
     return subprocess.run(["/bin/sh", "-c", launcher, "launch.sh", *service["command"]], capture_output=True,
                           text=True, timeout=60, cwd=workdir, env=env)
 
@@ -125,6 +128,12 @@ def test_setup_then_mods_then_the_engine_in_order(tmp_path: Path):
     assert lines == ["step one", "two 2", f"mod a in fix-a ws={tmp_path / 'work-n1'} payload $HOME 'q'", "mod b",
                      "vllm serve m/m --tensor-parallel-size 1 --pipeline-parallel-size 1 --port 8001"]
     assert "recipegen: setup 1/2" in result.stderr and "recipegen: mod 2/2: fix-b" in result.stderr
+
+    # The same container restarted (restart: on-failure): setup and mods do not run twice, the engine does.
+    again = run_launcher(root, "n1", tmp_path, {"vllm": RECORD}, {"LOG": str(log)})
+    assert again.returncode == 0, again.stderr
+    assert log.read_text().splitlines()[len(lines):] == [lines[-1]]
+    assert "setup and mods already ran in this container" in again.stderr
 
 
 def test_empty_mod_files_reach_the_container(tmp_path: Path):
