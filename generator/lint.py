@@ -449,7 +449,23 @@ def lint_cluster(doc: TomlDocument) -> list[Diagnostic]:
                 found.append(doc.diagnostic(path + (name,), f"'{name}' is set per rank by the compiler from the "
                                                             "nodes' addresses; this value is not used",
                                             at_value=False, rule="owned-env", severity=WARNING))
+    found += _cluster_ray_flags(doc)
     return found
+
+
+def _cluster_ray_flags(doc: TomlDocument) -> list[Diagnostic]:
+    """The cluster's `ray_args` go to every Ray node too: the compiler's own `ray start` flags are errors there,
+    as in a recipe (a `--block` there would stop the head before the engine, a `--port` split head and workers)."""
+    from generator.argwords import split_words
+    from generator.diagnostics import RecipegenError
+
+    try:
+        words = split_words(doc, doc.data.get("ray_args", []), "cluster", key="ray_args")
+    except RecipegenError:
+        return []  # loading the cluster reports the quoting
+    return [Diagnostic(doc.shown, group.args[0].origin.line, group.args[0].origin.col, "ray_args",
+                       f"'{group.flag}' is set by the compiler: {OWNED_RAY_FLAGS[group.flag]}", ERROR, "owned-flag")
+            for group in group_flags(words) if group.flag in OWNED_RAY_FLAGS]
 
 
 @rule("engine-release", WARNING, "the image's engine release lacks a flag the compiler writes (rank wiring)")

@@ -87,6 +87,6 @@ def _read_files(folder: Path, fail: Callable[[str], RecipegenError]) -> tuple[Mo
                            "files in the image (docker_image_dir)") from None
             if "\x00" in text:
                 raise fail(f"mod file '{relative}' contains a NUL character")
-            files.append(ModFile(relative, text, os.access(path, os.X_OK) or relative == MOD_ENTRY))
+            files.append(ModFile(relative, text, bool(path.stat().st_mode & 0o111) or relative == MOD_ENTRY))
     return tuple(files)
 

@@ -8,7 +8,6 @@ import dataclasses
 import hashlib
 import json
 import posixpath
-import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
@@ -18,7 +17,7 @@ from generator.engines import (OWNED_ENV, draft_models, flag_value, rank_command
                                served_model_name)
 from generator.model import (COMPILER, CONTAINER_KEYS, DEFAULT, HF_CACHE_IN_CONTAINER, RECIPE_SCALARS, Arg, Cluster,
                              ContainerOptions, Node, NodeChoiceError, Origin, Recipe, Ulimits)
-from generator.units import size_bytes
+from generator.units import duration_ns, size_bytes
 
 LABEL_PREFIX = "dev.recipegen"
 ENGINE_SERVICE = "engine"  # the one service of every per-node compose file (templates/compose.yaml.j2)
@@ -84,7 +83,7 @@ class RayHead:
 
 @dataclass(frozen=True)
 class Launch:
-    """What runs in the container before the engine: mods, then setup commands, then a Ray head's start."""
+    """What runs in the container before the engine: setup commands, then mods, then a Ray head's start."""
 
     mods: tuple[ModRun, ...]
     setup: tuple[Arg, ...]  # each word is one shell command
@@ -281,14 +280,11 @@ def vllm_config_root(env: tuple[EnvVar, ...]) -> str:
     return (values.get("XDG_CONFIG_HOME") or "/root/.config").rstrip("/") + "/vllm"
 
 
-_DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]+)?)(ns|us|µs|ms|s|m|h)")
-_DURATION_UNIT = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1, "m": 60, "h": 3600}
 
 
 def duration_seconds(text: str) -> int:
-    """A compose duration (`10m`, `1h30m`) in whole seconds, at least 1."""
-    total = sum(float(m[1]) * _DURATION_UNIT[m[2]] for m in _DURATION_PART.finditer(text))
-    return max(1, round(total))
+    """A compose duration (`10m`, `1h30m`) in whole seconds, at least 1 (the schema checked it parses)."""
+    return max(1, (duration_ns(text) or 0) // 10**9)
 
 
 def _pass_env(recipe: Recipe, cluster: Cluster, env: tuple[EnvVar, ...]) -> tuple[str, ...]:

@@ -148,7 +148,8 @@ def load_recipe(path: str | Path, recipes_dir: Path | None = None,
 
     mods: tuple[Mod, ...] = ()
     if mods_from is not None:
-        project_mods = (recipes_dir.parent if recipes_dir is not None else path.parent.parent) / "mods"
+        # recipes/<id>/recipe.toml: the project is two folders up from the recipe's own
+        project_mods = (recipes_dir.parent if recipes_dir is not None else path.parent.parent.parent) / "mods"
         mods = load_mods(mods_from[0], mods_from[1], mods_from[0].data["mods"], project_mods)
     engine = values["engine"]
     entrypoint = values.get("entrypoint") or ENGINE_DEFAULT_ENTRYPOINT[engine]

@@ -572,7 +572,8 @@ EDITOR_BLIND = {"clusters/duplicate-node-name": "a rule across nodes; a JSON Sch
                 "clusters/range-duration-overflow": "the `go-duration` format: editors skip unknown formats",
                 "recipes/mount-targets-normalised": "lint rule mount-target: paths compared after normalising",
                 "clusters/pass-env-clashes": "lint: names compared with the env tables and the compiler's",
-                "recipes/secret-new-places": "lint rule secret: token shapes and secret names, and a mod's files"}
+                "recipes/secret-new-places": "lint rule secret: token shapes and secret names, and a mod's files",
+                "clusters/owned-ray-flags": "lint rule owned-flag: ray_args are shell words, split before checking"}
 # taplo reads TOML into JSON values: 2.0 is then an integer (draft-07) and a date a string; tombi keeps TOML's types.
 TOOL_BLIND = {"taplo": {"recipes/type-float-integers": "2.0 is an integer to a JSON Schema",
                         "recipes/type-toml-dates": "taplo hands dates to the schema as strings",

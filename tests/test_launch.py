@@ -100,8 +100,8 @@ def run_launcher(root: Path, node: str, tmp_path: Path, programs: dict[str, str]
     workdir.mkdir(exist_ok=True)
     container_tmp = tmp_path / f"tmp-{node}"  # the container's /tmp: it outlives a restart, not a new container
     container_tmp.mkdir(exist_ok=True)
-    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": str(tmp_path), "TMPDIR": str(container_tmp),
-           **(extra_env or {})}
+    launcher = launcher.replace("/tmp/.recipegen-prepared", f"{container_tmp}/.recipegen-prepared")
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": str(tmp_path), **(extra_env or {})}
     return subprocess.run(["/bin/sh", "-c", launcher, "launch.sh", *service["command"]], capture_output=True,
                           text=True, timeout=60, cwd=workdir, env=env)
 
@@ -271,3 +271,32 @@ def test_a_missing_mod_names_where_it_looked(tmp_path: Path):
         """)
     result = build(root)
     assert result.exit_code == 1 and "mod 'nowhere' not found" in result.stderr and "mods[0]" in result.stderr
+
+
+def test_a_mod_too_big_for_the_stacks_one_argument_is_refused(tmp_path: Path):
+    """The stack passes the launcher, mod files included, as one `sh -c` argument; Linux caps one at 128 KiB."""
+    root = project(tmp_path, """\
+        engine = "vllm"
+        docker_image = "img"
+        model = "m/m"
+        mods = ["big"]
+        """, mods={"big": {"run.sh": "#!/bin/sh\n", "table.txt": ""}})
+    (root / "mods" / "big" / "table.txt").write_text(("0123456789" * 8 + "\n") * 1900)  # ~150 KiB of text
+    result = build(root)
+    assert result.exit_code == 1
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith("recipes/r/recipe.toml:4:") and "mods" in line and "128 KiB" in line, line
+    assert not (root / "out").exists()
+
+
+def test_mod_text_starting_with_a_tab_arrives_exactly(tmp_path: Path):
+    """A literal block cannot start with a tab (YAML reads it as indentation): such text is quoted instead."""
+    text = "\tindented with a tab\n\tsecond line $HOME\n"
+    root = project(tmp_path, """\
+        engine = "vllm"
+        docker_image = "img"
+        model = "m/m"
+        mods = ["tabbed"]
+        """, mods={"tabbed": {"run.sh": "#!/bin/sh\n", "Makefile": text}})
+    assert build(root).exit_code == 0
+    assert container_files(compose(root, "n1"))["/workspace/mods/tabbed/Makefile"] == text
