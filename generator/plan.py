@@ -180,14 +180,15 @@ def plan_recipe(recipe: Recipe, cluster: Cluster, project_root: Path, out_dir: P
     except NodeChoiceError as exc:
         raise RecipegenError(recipe.document.diagnostic((exc.key,), str(exc))) from None
     digest = input_hash(recipe, cluster, chosen)
-    nodes = tuple(_plan_node(recipe, cluster, chosen, rank, digest, project_root, out_dir)
+    envs = [_environment(recipe, cluster, chosen, rank) for rank in range(len(chosen))]  # every rank's, once
+    nodes = tuple(_plan_node(recipe, cluster, chosen, rank, envs, digest, project_root, out_dir)
                   for rank in range(len(chosen)))
     return RecipePlan(recipe, cluster, nodes, digest, serve_port(recipe), served_model_name(recipe),
                       _shown(recipe.path, project_root), _shown(cluster.path, project_root))
 
 
-def _plan_node(recipe: Recipe, cluster: Cluster, chosen: tuple[Node, ...], rank: int, digest: str, root: Path,
-               out_dir: Path) -> NodePlan:
+def _plan_node(recipe: Recipe, cluster: Cluster, chosen: tuple[Node, ...], rank: int,
+               envs: list[tuple[EnvVar, ...]], digest: str, root: Path, out_dir: Path) -> NodePlan:
     node = chosen[rank]
     command = rank_command(recipe, cluster, chosen, rank)
     user_origins = iter(a.origin for a in recipe.args)
@@ -201,7 +202,7 @@ def _plan_node(recipe: Recipe, cluster: Cluster, chosen: tuple[Node, ...], rank:
         else:  # the recipe's own words follow the compiler's, in order
             origin = next(user_origins, COMPILER)
         words.append(Arg(value, origin))
-    env = _environment(recipe, cluster, chosen, rank)
+    env = envs[rank]
     # The whole argv is pinned (entrypoint + command), so an image's own ENTRYPOINT (vllm-openai has
     # ["vllm", "serve"]) cannot run in front of it.
     entrypoint_words = len(recipe.entrypoint) if starts_with_entrypoint else 1
@@ -223,7 +224,7 @@ def _plan_node(recipe: Recipe, cluster: Cluster, chosen: tuple[Node, ...], rank:
     mods = tuple(ModRun(m.name, f"{MODS_DIR}/{m.name}", m.origin) for m in recipe.mods)
     launch = Launch(mods, recipe.setup, ray_head) if (mods or recipe.setup or ray_head) else None
     shipped = [(f"{MODS_DIR}/{m.name}/{f.path}", f.text, f.executable, f"mod {m.source}: {f.path}")
-               for m in recipe.mods for f in m.files] + _ray_settings(recipe, cluster, chosen, env)
+               for m in recipe.mods for f in m.files] + _ray_settings(recipe, envs, env)
     files = tuple(ContainerFile(f"{i}-{posixpath.basename(path)}", path, text, executable, about)
                   for i, (path, text, executable, about) in enumerate(shipped, 1))
     return NodePlan(
@@ -258,13 +259,13 @@ def _health(recipe: Recipe, container: ContainerOptions) -> HealthCheck:
     return HealthCheck(f"http://{host}:{serve_port(recipe)}/health", container.health_start_period)
 
 
-def _ray_settings(recipe: Recipe, cluster: Cluster, chosen: tuple[Node, ...],
+def _ray_settings(recipe: Recipe, envs: list[tuple[EnvVar, ...]],
                   env: tuple[EnvVar, ...]) -> list[tuple[str, str, bool, str]]:
     """vLLM's Ray executor copies the head's vLLM variables to every worker: name the ones whose value is the
     node's own (they differ between nodes, or the compiler sets them per rank) so each worker keeps its own."""
-    if not (recipe.engine == "vllm" and recipe.distributed_backend == "ray" and len(chosen) > 1):
+    if not (recipe.engine == "vllm" and recipe.distributed_backend == "ray" and len(envs) > 1):
         return []
-    values = [{v.name: v.value for v in _environment(recipe, cluster, chosen, r)} for r in range(len(chosen))]
+    values = [{v.name: v.value for v in rank_env} for rank_env in envs]
     per_node = {n for n in set().union(*values) if len({v.get(n) for v in values}) > 1}
     text = json.dumps(sorted(per_node), indent=2) + "\n"
     return [(f"{vllm_config_root(env)}/{NON_CARRY_OVER_FILE}", text, False,
