@@ -66,30 +66,50 @@ def connect(port: int) -> socket.socket:
     raise TimeoutError("the receiver never listened")
 
 
-def receivers(targets: list[Path], port: int) -> list[subprocess.Popen[bytes]]:
+# The agent as an engine image with a Python older than 3.10 runs it: no os.splice, so bytes go through a buffer.
+WITHOUT_SPLICE = [sys.executable, "-c", "import os, runpy, sys; del os.splice; sys.argv = sys.argv[1:]; "
+                  "runpy.run_path(sys.argv[0], run_name='__main__')", AGENT]
+
+
+def receivers(targets: list[Path], port: int, agent: list[str] | None = None,
+              limits: dict[int, int] | None = None) -> list[subprocess.Popen[bytes]]:
+    """A receiver per target, chained. `limits`: a file size limit (RLIMIT_FSIZE) for the receiver at that
+    index, so its writes fail with EFBIG part way, as on a full disk."""
     procs = []
     for i, root in enumerate(targets):
         nxt = [f"127.0.0.{i + 3}", str(port)] if i + 1 < len(targets) else []
-        procs.append(subprocess.Popen([sys.executable, AGENT, "recv", str(root), f"127.0.0.{i + 2}", str(port), *nxt],
+        limit = (limits or {}).get(i)
+        procs.append(subprocess.Popen([*(agent or [sys.executable, AGENT]), "recv", str(root), f"127.0.0.{i + 2}",
+                                       str(port), *nxt],
                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                      preexec_fn=None if limit is None else lambda limit=limit: _limit_files(limit),
                                       env={**os.environ, "RECIPEGEN_ACCEPT_TIMEOUT": "30"}))
     return procs
 
 
-def copy(source: Path, targets: list[Path]) -> tuple[dict, list[dict]]:
+def _limit_files(size: int) -> None:
+    import resource
+    import signal
+
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit then fails with EFBIG
+    resource.setrlimit(resource.RLIMIT_FSIZE, (size, size))
+
+
+def copy(source: Path, targets: list[Path], agent: list[str] | None = None,
+         limits: dict[int, int] | None = None) -> tuple[dict, list[dict]]:
     """What `recipegen models` does, without containers: scan, plan, chain. The sender's and receivers' last
     JSON lines."""
     entries = hf.manifest(state(source), REPO, None)
     plan = hf.stream_plan(entries, [state(t) for t in targets])
     port = free_port()
-    procs = receivers(targets, port)
+    procs = receivers(targets, port, agent, limits)
     send = subprocess.run([sys.executable, AGENT, "send", "127.0.0.2", str(port)], capture_output=True,
                           input=json.dumps({"root": str(source), "entries": plan}).encode(), timeout=60)
     assert send.returncode == 0, send.stderr.decode()
     lasts = []
-    for proc in procs:
+    for i, proc in enumerate(procs):
         out, err = proc.communicate(timeout=60)
-        assert proc.returncode == 0, err.decode()
+        assert proc.returncode == (1 if i in (limits or {}) else 0), err.decode()
         lasts.append(json.loads(out.splitlines()[-1]))
     return json.loads(send.stdout.splitlines()[-1]), lasts
 
@@ -116,9 +136,10 @@ def caches(tmp_path: Path) -> tuple[Path, list[Path], dict[str, bytes]]:
     return source, targets, blobs
 
 
-def test_chain_makes_targets_identical_and_second_run_copies_nothing(caches) -> None:
+@pytest.mark.parametrize("agent", [None, WITHOUT_SPLICE], ids=["splice", "no-splice"])
+def test_chain_makes_targets_identical_and_second_run_copies_nothing(caches, agent) -> None:
     source, targets, blobs = caches
-    sent, lasts = copy(source, targets)
+    sent, lasts = copy(source, targets, agent)
     assert sent["sent"] == sum(len(b) for b in blobs.values())
     for target, last in zip(targets, lasts):
         assert tree(target) == tree(source)
@@ -159,6 +180,38 @@ def test_chain_starts_from_the_target_holding_least(caches) -> None:
     assert sent["sent"] == sum(len(b) for b in blobs.values())
     assert lasts[0]["wrote"] == sent["sent"] - (2 << 20) and lasts[1]["wrote"] == sent["sent"]
     assert tree(targets[0]) == tree(source) == tree(targets[1])
+
+
+def test_a_target_holding_a_file_whole_passes_it_on(caches) -> None:
+    """The first target already has the big blob, the second has nothing: the stream carries it, the first
+    passes it on without writing it, the second ends identical."""
+    source, targets, blobs = caches
+    big = max(blobs, key=lambda n: len(blobs[n]))
+    whole = targets[0] / "hub" / REPO / "blobs" / big
+    whole.parent.mkdir(parents=True)
+    whole.write_bytes(blobs[big])
+    sent, lasts = copy(source, targets)
+    assert sent["sent"] == sum(len(b) for b in blobs.values())
+    assert lasts[0]["wrote"] == sent["sent"] - len(blobs[big]) and lasts[1]["wrote"] == sent["sent"]
+    assert tree(targets[0]) == tree(source) == tree(targets[1])
+
+
+@pytest.mark.parametrize("agent", [None, WITHOUT_SPLICE], ids=["splice", "no-splice"])
+def test_a_target_failing_midway_still_passes_the_stream_on(caches, agent) -> None:
+    """The first target's writes fail 1 MiB into the big blob (EFBIG, as a full disk fails them): it reports
+    the error, keeps a partial that never looks complete and shows no snapshot, while every byte still reaches
+    the next target, which ends identical to the source. The next run resumes the first from its partial."""
+    source, targets, blobs = caches
+    big = max(blobs, key=lambda n: len(blobs[n]))
+    sent, lasts = copy(source, targets, agent, limits={0: 1 << 20})
+    assert tree(targets[1]) == tree(source) and lasts[1]["errors"] == []
+    assert any(big in error for error in lasts[0]["errors"]), lasts[0]
+    failed = state(targets[0])
+    assert f"{REPO}/blobs/{big}" in failed.partial and f"{REPO}/blobs/{big}" not in failed.files
+    assert not failed.links and not failed.refs
+    sent, lasts = copy(source, targets)
+    assert sent["sent"] == len(blobs[big]) - failed.partial[f"{REPO}/blobs/{big}"]
+    assert tree(targets[0]) == tree(source)
 
 
 def test_wrong_bytes_are_never_renamed_complete(caches) -> None:
