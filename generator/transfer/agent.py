@@ -551,7 +551,9 @@ def ping(sock_path: str) -> None:
     api = EngineAPI(sock_path, 30)
     try:
         api.request("GET", "/_ping")
-        status = api.getresponse().status
+        answer = api.getresponse()
+        answer.read()
+        status = answer.status
     except (OSError, http.client.HTTPException) as exc:
         raise SystemExit("the engine at %s did not answer: %s" % (sock_path, exc))
     finally:
