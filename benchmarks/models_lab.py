@@ -6,7 +6,10 @@ Targets (issue 15): the 1-target copy at >= 80% of the raw stream's rate; 3 targ
 The lab's ceiling is veth on a shared CPU: every node's bytes are moved by the same cores, so a chain of 3
 receivers competes for them as real Sparks (one CPU each) do not. Needs root and the lab's packages:
 
-    sudo python3 benchmarks/models_lab.py [--gib 2] [--tmpfs]
+    sudo python3 benchmarks/models_lab.py [--gib 2] [--tmpfs] [--images-only]
+
+Then `recipegen images` (an image of min(--gib, 1) GiB plus the lab image) to 3 targets node to node, against
+one `save | load` and against its fallback through this machine.
 """
 
 from __future__ import annotations
@@ -114,20 +117,38 @@ def copy(lab: Lab, project: Path, targets: int) -> tuple[float, float]:
     return wall, chain
 
 
-def images(lab: Lab, project: Path) -> None:
-    """The image fan-out (`recipegen images`, one save read once, to 3 targets) against one `save | load`."""
+def images(lab: Lab, project: Path, size: int) -> None:
+    """`recipegen images` to 3 targets (node to node: a chain of helpers over the fabric) against one
+    `save | load` to one target and the fallback's fan-out through this machine to the same 3 (both as docker
+    CLI pipes through this machine). The image: the lab image plus a random layer of `size` bytes, built on
+    spark1 alone."""
+    from generator.deploy.targets import Target
+    from generator.transfer.image_chain import through_here
+
     image = "bench/only-on-one:1"
     src, *others = lab.nodes[:4]
-    lab.docker(src, "tag", IMAGE, image)
+    context = project / "image"
+    context.mkdir(exist_ok=True)
+    with open(context / "blob", "wb") as f:
+        for _ in range(size >> 20):
+            f.write(os.urandom(1 << 20))
+    (context / "Dockerfile").write_text(f"FROM {IMAGE}\nCOPY blob /blob\n")
+    subprocess.run(["docker", "--context", src.context, "build", "-q", "-t", image, str(context)],
+                   env={**lab.env, "DOCKER_BUILDKIT": "0"}, check=True, capture_output=True)
+
+    def clear() -> None:
+        for node in others:
+            lab.docker(node, "rmi", image, check=False)
     docker = ["docker", "--context"]
+    clear()
     start = time.perf_counter()
     save = subprocess.Popen([*docker, src.context, "save", image], env=lab.env, stdout=subprocess.PIPE)
     subprocess.run([*docker, others[0].context, "load", "-q"], env=lab.env, stdin=save.stdout, check=True,
                    capture_output=True)
     save.wait()
     one = time.perf_counter() - start
-    lab.docker(others[0], "rmi", image)
-    size = int(lab.docker(src, "image", "inspect", "--format", "{{.Size}}", image).stdout)
+    clear()
+    mib = int(lab.docker(src, "image", "inspect", "--format", "{{.Size}}", image).stdout) / (1 << 20)
     (project / "recipes" / "img").mkdir(exist_ok=True)
     (project / "recipes" / "img" / "recipe.toml").write_text(RECIPE.format(n=4).replace(IMAGE, image))
     lab.write_cluster(project / "cluster.toml", lab.nodes[:4])
@@ -135,16 +156,27 @@ def images(lab: Lab, project: Path) -> None:
     start = time.perf_counter()
     done = subprocess.run(["recipegen", "images", "img"], cwd=project, env=lab.env, check=True, capture_output=True,
                           text=True)
+    chain = time.perf_counter() - start
+    assert done.stdout.count("node to node") == 3, done.stdout
+    print(done.stdout.strip())
+    clear()
+    os.environ["DOCKER_CONFIG"] = lab.env["DOCKER_CONFIG"]  # the fallback's docker CLI finds the lab's contexts
+    start = time.perf_counter()
+    fanned = through_here(Target(src, Path()), [Target(n, Path()) for n in others], image,
+                          {n.name: "benchmark" for n in others})
     fan = time.perf_counter() - start
-    assert done.stdout.count("fanned out to 3") == 3, done.stdout
-    print(f"image {size / (1 << 20):.0f} MiB: one save | load {one:.2f}s; `recipegen images` to 3 targets "
-          f"{fan:.2f}s ({fan / one:.2f}x; one save, fanned out through this machine)")
+    assert all(c.error is None for c in fanned.values()), fanned
+    clear()
+    print(f"image {mib:.0f} MiB: one save | load {one:.2f}s; `recipegen images` to 3 targets node to node "
+          f"{chain:.2f}s ({chain / one:.2f}x one save | load, with helper probes and container starts); the "
+          f"fallback (one save fanned out through this machine) to the same 3: {fan:.2f}s ({fan / one:.2f}x)")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--gib", type=float, default=2.0, help="size of the synthetic model")
     parser.add_argument("--tmpfs", action="store_true", help="targets' caches on tmpfs (leave the disk out)")
+    parser.add_argument("--images-only", action="store_true", help="only the `recipegen images` comparison")
     args = parser.parse_args()
     why = unavailable_reason()
     if why:
@@ -153,6 +185,9 @@ def main() -> None:
     with Lab(nodes=4, prefix="rgm") as lab, tempfile.TemporaryDirectory() as tmp:
         project = Path(tmp)
         (project / "recipes" / "bench").mkdir(parents=True)
+        if args.images_only:
+            images(lab, project, min(size, 1 << 30))
+            return
         blob = make_model(lab.nodes[0].hf_cache, size)
         if args.tmpfs:  # every node's cache in memory: the network and the CPU alone, no disk
             for node in lab.nodes[1:]:
@@ -181,7 +216,7 @@ def main() -> None:
         if args.tmpfs:
             for node in lab.nodes[1:]:
                 subprocess.run(["umount", "-l", str(node.hf_cache)], check=False)
-        images(lab, project)
+        images(lab, project, min(size, 1 << 30))
 
 
 if __name__ == "__main__":

@@ -197,7 +197,7 @@ class Cluster:
     pass_env: tuple[str, ...] = ()
     ray_args: tuple[Arg, ...] = ()
     ray_join_timeout: str = "10m"
-    transfer_port: int = 29700  # `recipegen models`: receivers listen here on the fabric address
+    transfer_port: int = 29700  # `recipegen models` and `images`: receivers listen here on the fabric address
     container: ContainerOptions = ContainerOptions()
 
     def node_env(self, node: Node) -> dict[str, str]:

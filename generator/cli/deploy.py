@@ -195,16 +195,26 @@ def logs(recipe: str, cluster_path: Path | None, out_dir: Path | None, swarm: bo
 @click.command()
 @recipe_target(swarm=False)
 def images(recipe: str, cluster_path: Path | None, out_dir: Path | None) -> None:
-    """Make RECIPE's image present, identical, on every node it uses (build there, or copy from a node)."""
+    """Make RECIPE's image present, identical, on every node it uses (build there, or copy from a node: node to
+    node where both ends can run a helper, else through this machine; each line says which)."""
     from generator.deploy.images import sync_images
+    from generator.transfer.models import human_size
 
-    results = sync_images(compiled(recipe, cluster_path, out_dir))
+    dep = compiled(recipe, cluster_path, out_dir)
+    try:
+        results = sync_images(dep)
+    except KeyboardInterrupt:
+        click.echo(f"{dep.project}: interrupted; every helper container was removed", err=True)
+        sys.exit(130)
     for r in results:
         if r.finding:
             click.echo(f"{r.node}: {r.action}: {r.finding.message}", err=True)
         else:
-            click.echo(f"{r.node}: {r.action} {(r.image_id or '?').removeprefix('sha256:')[:12]}")
-    if any(r.finding for r in results):
+            size = f" {human_size(r.bytes)} in {r.seconds:.1f}s," if r.bytes else ""
+            click.echo(f"{r.node}: {r.action}{size} {(r.image_id or '?').removeprefix('sha256:')[:12]}")
+    failed = [r.node for r in results if r.finding]
+    if failed:
+        click.echo(f"{dep.project}: image not in place on {', '.join(failed)}", err=True)
         sys.exit(1)
 
 

@@ -1,9 +1,10 @@
 """`recipegen images`: the recipe's image, identical, on every node it uses.
 
 Where the recipe has a build context the image is built on each node lacking it (compose build); otherwise it
-is copied from a node that has it: one `docker save` there, fanned out to every target's `docker load` at once
-(generator/transfer/images.py says why through this machine). Nodes whose image id already matches the
-source's are left alone, so a second run copies nothing.
+is copied from a node that has it: node to node over the fabric addresses, a chain of helper containers
+(generator/transfer/image_chain.py), and through this machine (one `docker save` fanned out to each `docker
+load`, generator/transfer/images.py) for a node that cannot take part. Each result says which. Nodes whose
+image id already matches the source's are left alone, so a second run copies nothing.
 """
 
 from __future__ import annotations
@@ -15,16 +16,18 @@ from generator.deploy.docker import DockerError, Failure, reason
 from generator.deploy.findings import Finding, Severity
 from generator.deploy.targets import CompiledDeployment, Target, each
 
-COPY_TIMEOUT = 3600.0
 BUILD_TIMEOUT = 3600.0
 
 
 @dataclass(frozen=True)
 class ImageResult:
     node: str
-    action: str  # "present", "copied from X", "built", "failed"
+    action: str  # "present", "copied from X node to node (...)", "copied from X through this machine (why)",
+    # "built", "failed"
     image_id: str | None
     finding: Finding | None = None  # why it failed
+    bytes: int = 0  # copied
+    seconds: float = 0.0
 
 
 def _failed(node: str, code: str, message: str) -> ImageResult:
@@ -60,25 +63,25 @@ def sync_images(dep: CompiledDeployment) -> list[ImageResult]:
         source = next(t for t in live if t.name in present)
         want = present[source.name]
         todo = [t for t in live if present.get(t.name) != want]
-        results.update(_fan_out(source, todo, image, want))
+        results.update(_copy(source, todo, image, want, dep.cluster.transfer_port))
     for t in live:
         results.setdefault(t.name, ImageResult(t.name, "present", present.get(t.name)))
     return [results[t.name] for t in dep.targets]
 
 
-def _fan_out(source: Target, todo: list[Target], image: str, want: str) -> dict[str, ImageResult]:
-    """One `docker save` on the source, read once, into every target's `docker load` at once
-    (generator/transfer/images.py says why through this machine); each target's result."""
-    from generator.transfer.images import fan_out
+def _copy(source: Target, todo: list[Target], image: str, want: str, port: int) -> dict[str, ImageResult]:
+    """The image from source to every node of todo (generator/transfer/image_chain.py chooses the path); each
+    target's result, its image id checked against the source's."""
+    from generator.transfer.image_chain import copy_image
 
-    loaded = fan_out(source, todo, image, COPY_TIMEOUT) if todo else {}
-    how = f"copied from {source.name} (one save through this machine, fanned out to {len(todo)})"
+    copied = copy_image(source, todo, image, port) if todo else {}
     results = {}
     for t in todo:
-        error = loaded[t.name]
+        c = copied[t.name]
+        error = c.error
         got = None if error else t.docker.image_id(image)
         if error is None and got != want:
             error = f"image id after load is {got}, expected {want}"
-        results[t.name] = (_failed(t.name, codes.IMAGE_COPY_FAILED, error) if error
-                           else ImageResult(t.name, how, got))
+        results[t.name] = (_failed(t.name, codes.IMAGE_COPY_FAILED, f"{c.how}: {error}") if error
+                           else ImageResult(t.name, c.how, got, None, c.bytes, c.seconds))
     return results

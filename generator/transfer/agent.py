@@ -8,6 +8,12 @@ Modes (ROOT is the Hugging Face cache folder as the container sees it; repos liv
   recv ROOT BIND PORT [NEXT_HOST NEXT_PORT]
                                          take one stream on BIND:PORT, pass every byte on to NEXT (the chain)
                                          while writing this node's copy; progress as JSON lines on stdout.
+  image-ping SOCKET                      the engine at SOCKET answers (`recipegen images` probes a helper image).
+  image-send SOCKET IMAGE HOST PORT      `recipegen images`: stream IMAGE out of the engine at SOCKET (its API's
+                                         GET /images/get) to HOST:PORT (see the section at the end).
+  image-recv SOCKET BIND PORT [NEXT_HOST NEXT_PORT]
+                                         take that stream on BIND:PORT, pass it on to NEXT, load it into the
+                                         engine at SOCKET (POST /images/load); its result as JSON on stdout.
 
 The stream: 8-byte big-endian length, the plan as JSON, then for each "file" entry its bytes [start, size).
 A receiver writes only the bytes beyond what it already has (`.recipegen-partial` files resume), and renames a
@@ -543,8 +549,257 @@ def main(argv: List[str]) -> None:
         send(*args)
     elif mode == "recv":
         recv(*args)
+    elif mode == "image-ping":
+        ping(*args)
+        say(ok=True)
+    elif mode == "image-send":
+        image_send(*args)
+    elif mode == "image-recv":
+        image_recv(*args)
     else:
         raise SystemExit("unknown mode %s" % mode)
+
+
+# --- image-send / image-recv (`recipegen images`, node to node) --------------------------------------------
+#
+# The image goes from the source engine to each target engine without passing through the deploying machine:
+# the helpers talk to their node's engine API over its unix socket (bind-mounted in) rather than through a
+# docker CLI, which engine images do not carry. The stream: header({"image": ...}), then frames of a 4-byte
+# big-endian length and that many bytes of the `docker save` tar, a zero-length frame, then a trailer
+# header({"bytes": N, "error": ...}). The frames and the trailer are there because a sender that dies closes its
+# socket just as one that finished does: without them a cut stream would reach `docker load` as a whole one.
+
+import http.client  # noqa: E402 - this section's own; the sections above do not need it
+from urllib.parse import quote  # noqa: E402
+
+IMAGE_FRAME = struct.Struct(">I")
+IMAGE_CHUNK = 1 << 20  # the engine writes its save stream in small chunks; 1 MiB frames keep the loops short
+LOAD_TIMEOUT = 3600.0  # the engine answers a load once it has registered every layer: minutes for big images
+
+
+class EngineAPI(http.client.HTTPConnection):
+    """The Docker Engine API over its unix socket (http.client speaks HTTP over any connected socket, and reads
+    the engine's chunked answers itself)."""
+
+    def __init__(self, path: str, timeout: float) -> None:
+        super().__init__("localhost", timeout=timeout)
+        self.unix_path = path
+
+    def connect(self) -> None:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(self.timeout)
+        try:
+            sock.connect(self.unix_path)
+        except OSError as exc:
+            sock.close()
+            raise SystemExit("cannot reach the engine at %s: %s" % (self.unix_path, exc))
+        self.sock = sock
+
+
+def engine_messages(body: bytes) -> List[Dict[str, Any]]:
+    """The JSON objects of an engine answer: one object, or a stream of them (a load's progress), with or
+    without newlines between them. Text that is not JSON becomes {"error": text}."""
+    text = body.decode("utf-8", "replace")
+    decoder = json.JSONDecoder()
+    found: List[Dict[str, Any]] = []
+    pos = 0
+    while pos < len(text):
+        while pos < len(text) and text[pos].isspace():
+            pos += 1
+        if pos == len(text):
+            break
+        try:
+            item, pos = decoder.raw_decode(text, pos)
+        except ValueError:
+            found.append({"error": text[pos:].strip()[:500]})
+            break
+        if isinstance(item, dict):
+            found.append(item)
+    return found
+
+
+def load_result(status: int, body: bytes) -> Dict[str, Any]:
+    """What a POST /images/load answered: the images it loaded and the error, if any. The engine can answer 200
+    and still fail (the error is then one of the streamed messages), so both count."""
+    loaded: List[str] = []
+    errors: List[str] = []
+    for item in engine_messages(body):
+        detail = item.get("errorDetail")
+        if item.get("error") or (isinstance(detail, dict) and detail.get("message")):
+            errors.append(str(item.get("error") or detail["message"]))  # type: ignore[index]
+        elif status != 200 and item.get("message"):
+            errors.append(str(item["message"]))
+        stream = str(item.get("stream", "")).strip()
+        if stream.startswith("Loaded image"):
+            loaded.append(stream.split(":", 1)[1].strip())
+    if status != 200 and not errors:
+        errors.append("the engine answered %d" % status)
+    return {"loaded": loaded, "error": "; ".join(errors) or None}
+
+
+class ImageLoad:
+    """One POST /images/load fed as the bytes arrive (Transfer-Encoding: chunked: the size is not known ahead)."""
+
+    def __init__(self, path: str) -> None:
+        self.api = EngineAPI(path, LOAD_TIMEOUT)
+        self.api.putrequest("POST", "/images/load?quiet=1")
+        self.api.putheader("Content-Type", "application/x-tar")
+        self.api.putheader("Transfer-Encoding", "chunked")
+        self.api.endheaders()
+
+    def write(self, chunk: bytes) -> None:
+        # three sends, not one joined copy of the chunk: a unix socket has no Nagle delay to avoid
+        self.api.send(b"%x\r\n" % len(chunk))
+        self.api.send(chunk)
+        self.api.send(b"\r\n")
+
+    def finish(self, write_error: Optional[BaseException]) -> Dict[str, Any]:
+        """The engine's answer. After a failed write the engine may still have said why (it stopped reading
+        because the tar was bad): its answer is the better message."""
+        try:
+            if write_error is None:
+                self.api.send(b"0\r\n\r\n")
+            answer = self.api.getresponse()
+            return load_result(answer.status, answer.read())
+        except (OSError, http.client.HTTPException) as exc:
+            return {"loaded": [], "error": "loading into the engine: %s" % (write_error or exc)}
+        finally:
+            self.api.close()
+
+    def abort(self) -> None:
+        """Close without the final chunk: the engine sees a cut body and loads nothing of it."""
+        self.api.close()
+
+
+def ping(sock_path: str) -> None:
+    api = EngineAPI(sock_path, 30)
+    try:
+        api.request("GET", "/_ping")
+        answer = api.getresponse()
+        answer.read()
+        status = answer.status
+    except (OSError, http.client.HTTPException) as exc:
+        raise SystemExit("the engine at %s did not answer: %s" % (sock_path, exc))
+    finally:
+        api.close()
+    if status != 200:
+        raise SystemExit("the engine at %s answered /_ping with %d" % (sock_path, status))
+
+
+def image_send(sock_path: str, image: str, host: str, port: str) -> None:
+    api = EngineAPI(sock_path, 600)
+    try:
+        api.request("GET", "/images/get?names=" + quote(image, safe=""))
+        answer = api.getresponse()
+    except (OSError, http.client.HTTPException) as exc:
+        raise SystemExit("the engine at %s did not answer: %s" % (sock_path, exc))
+    if answer.status != 200:
+        messages = engine_messages(answer.read())
+        raise SystemExit("the engine cannot save %s: %s" % (
+            image, "; ".join(str(m.get("message") or m.get("error")) for m in messages) or answer.status))
+    sock = connect(host, int(port))
+    sock.sendall(header({"image": image}))
+    sender = Worker(sock.sendall)  # reading the engine and sending overlap
+    sender.start()
+    sent, error, last = 0, None, 0.0
+    try:
+        while True:
+            chunk = answer.read(IMAGE_CHUNK)
+            if not chunk:
+                break
+            sender.put(IMAGE_FRAME.pack(len(chunk)) + chunk)
+            sent += len(chunk)
+            if time.monotonic() - last > 0.5:
+                say(sent=sent)
+                last = time.monotonic()
+    except (OSError, http.client.HTTPException) as exc:
+        error = "reading %s from the engine: %s" % (image, exc)
+    sender.put(IMAGE_FRAME.pack(0) + header({"bytes": sent, "error": error}))
+    sender.finish()
+    if sender.error is not None:
+        raise SystemExit("sending to %s:%s: %s" % (host, port, sender.error))
+    sock.shutdown(socket.SHUT_WR)
+    sock.recv(1)  # the first receiver closes once it has every byte
+    sock.close()
+    say(sent=sent, done=True, error=error)
+    if error:
+        raise SystemExit(1)
+
+
+def listen_once(bind: str, port: str) -> socket.socket:
+    """The one connection from upstream, on BIND:PORT."""
+    server = socket.socket(socket.AF_INET6 if ":" in bind else socket.AF_INET, socket.SOCK_STREAM)
+    server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    server.bind((bind, int(port)))
+    server.listen(1)
+    server.settimeout(float(os.environ.get("RECIPEGEN_ACCEPT_TIMEOUT", "300")))
+    say(listening=True)
+    up, _ = server.accept()
+    server.close()
+    up.settimeout(600)
+    return up
+
+
+def image_recv(sock_path: str, bind: str, port: str, next_host: Optional[str] = None,
+               next_port: Optional[str] = None) -> None:
+    ping(sock_path)  # an engine this helper cannot reach fails it now, not once the stream is under way
+    up = listen_once(bind, port)
+    began = time.monotonic()
+    raw = recv_exact(up, 8)
+    head = raw + recv_exact(up, struct.unpack(">Q", raw)[0])
+    down: Optional[socket.socket] = None
+    forward: Optional[Worker] = None
+    if next_host and next_port:
+        down = connect(next_host, int(next_port))
+        down.sendall(head)
+        forward = Worker(down.sendall)
+        forward.start()
+    load = ImageLoad(sock_path)
+    loader = Worker(load.write)  # the engine takes this node's copy while the next node gets its own
+    loader.start()
+    progress = Progress()
+    buf = memoryview(bytearray(IMAGE_CHUNK))
+    while True:
+        size = IMAGE_FRAME.unpack(recv_exact(up, IMAGE_FRAME.size))[0]
+        if not size:
+            break
+        chunk = fill(up, buf, size, "image") if size <= IMAGE_CHUNK else recv_exact(up, size)
+        if forward:
+            forward.put(IMAGE_FRAME.pack(size) + chunk)
+        loader.put(chunk)
+        progress.tick(size)
+    raw = recv_exact(up, 8)
+    tail = raw + recv_exact(up, struct.unpack(">Q", raw)[0])
+    up.close()  # every byte is here: the sender may go
+    trailer = json.loads(tail[8:])
+    forward_error = None
+    if forward and down:
+        forward.put(IMAGE_FRAME.pack(0) + tail)
+        forward.finish()
+        if forward.error is None:
+            down.shutdown(socket.SHUT_WR)  # the next node's load runs while this one's finishes
+        else:
+            forward_error = str(forward.error)
+    loader.finish()
+    error = trailer.get("error")
+    if error is None and trailer.get("bytes") != progress.got:
+        error = "the stream carried %d bytes, the source sent %s" % (progress.got, trailer.get("bytes"))
+    if error is None:
+        result = load.finish(loader.error)
+    else:
+        load.abort()
+        result = {"loaded": [], "error": "the source failed: %s" % error}
+    if forward and down:
+        if forward_error is None:
+            try:
+                down.recv(1)  # the next node closes once it has every byte
+            except OSError as exc:
+                forward_error = str(exc)
+        down.close()
+    say(got=progress.got, done=True, loaded=result["loaded"], error=result["error"], forward_error=forward_error,
+        seconds=round(time.monotonic() - began, 3))
+    if result["error"]:
+        raise SystemExit(1)
 
 
 if __name__ == "__main__":

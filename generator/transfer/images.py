@@ -1,9 +1,9 @@
-"""An image from one node to several: one `docker save` on the source, read once, fanned out to every target's
-`docker load` at the same time.
+"""An image from one node to several through this machine: one `docker save` on the source, read once, fanned
+out to every target's `docker load` at the same time.
 
-Why it passes through this machine (unlike the weights): `docker load` needs the target's engine API, and a
-helper container on a target can only run an image the target already has, which is the image being copied.
-So the save stream comes here once and is written to each target's load as it arrives (not one save per target,
+The fallback of `recipegen images` (generator/transfer/image_chain.py copies node to node first): for a target
+with no image of its own that runs the receiving helper (python3), a context whose engine socket cannot be
+mounted (tcp://), or a node-to-node copy that failed. The save stream comes here once and is written to each target's load as it arrives (not one save per target,
 which read the image N times on the source). The slowest target sets the pace; a target that fails is dropped
 and the others go on.
 """
@@ -14,6 +14,7 @@ import subprocess
 import threading
 from dataclasses import dataclass, field
 from queue import Queue
+from typing import Callable
 
 from generator.deploy.docker import DockerError
 from generator.deploy.targets import Target
@@ -44,8 +45,9 @@ class _Load:
             pass
 
 
-def fan_out(source: Target, targets: list[Target], image: str, timeout: float = 3600) -> dict[str, str | None]:
-    """Each target's error (None: loaded)."""
+def fan_out(source: Target, targets: list[Target], image: str, timeout: float = 3600,
+            counted: Callable[[int], None] | None = None) -> dict[str, str | None]:
+    """Each target's error (None: loaded); `counted` is told the size of each chunk read from the save."""
     save_cmd = source.docker.command("save", image)
     save = subprocess.Popen(save_cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     loads = [_Load(t, subprocess.Popen(t.docker.command("load", "-q"), stdin=subprocess.PIPE,
@@ -56,6 +58,8 @@ def fan_out(source: Target, targets: list[Target], image: str, timeout: float = 
     assert save.stdout is not None and save.stderr is not None
     try:
         while chunk := save.stdout.read(CHUNK):
+            if counted:
+                counted(len(chunk))
             live = [load for load in loads if load.error is None]
             if not live:
                 save.kill()

@@ -93,27 +93,34 @@ class Helpers:
 
     def __init__(self) -> None:
         self.run_id = f"{os.getpid()}-{int(time.time())}"
-        self.started: list[tuple[Peer, str]] = []
+        self.started: list[tuple[OnNode, str]] = []
         self.lock = threading.Lock()
 
     def command(self, target: Peer, role: str, *args: str, stdin: bool = False, env: tuple[str, ...] = (),
                 entrypoint: str = "python3") -> list[str]:
-        name = f"recipegen-{role}-{target.name}-{self.run_id}"
+        return self.container(target, role, target.plan.image, ("-v", f"{hf_cache(target)}:{ROOT}"), *args,
+                              stdin=stdin, env=env, entrypoint=entrypoint)
+
+    def container(self, node: OnNode, role: str, image: str, options: tuple[str, ...], *args: str,
+                  stdin: bool = False, env: tuple[str, ...] = (), entrypoint: str = "python3") -> list[str]:
+        """`docker run` of one helper of `image` on `node` with extra `options` (mounts); the agent's code is its
+        argument when the entrypoint is python3. Every one is recorded for remove_all."""
+        name = f"recipegen-{role}-{node.name}-{self.run_id}"
         with self.lock:
-            self.started.append((target, name))
+            self.started.append((node, name))
         env_flags = [w for n in env for w in ("-e", n)]  # by name: docker takes the value from our environment
-        return target.docker.command(
+        return node.docker.command(
             # --pull never: a node without the image says so at once (`recipegen images`), it does not start
             # pulling tens of GB for a helper
             "run", "--rm", "--pull", "never", *(["-i"] if stdin else []), "--name", name, "--label", f"{LABEL_PREFIX}.transfer=1",
-            "--network", "host", "-v", f"{hf_cache(target)}:{ROOT}", *env_flags, "--entrypoint", entrypoint,
-            target.plan.image, *(("-c", AGENT) if entrypoint == "python3" else ()), *args)
+            "--network", "host", *options, *env_flags, "--entrypoint", entrypoint,
+            image, *(("-c", AGENT) if entrypoint == "python3" else ()), *args)
 
     def remove_all(self) -> None:
         with self.lock:
             started = list(self.started)
 
-        def remove(item: tuple[Peer, str]) -> None:
+        def remove(item: tuple[OnNode, str]) -> None:
             try:
                 item[0].docker.run("rm", "-f", item[1], timeout=30)
             except DockerError:
@@ -150,7 +157,7 @@ def download(helpers: Helpers, target: Peer, model: str, rev: str | None) -> Non
 
 @dataclass
 class _Proc:
-    target: Peer
+    target: OnNode
     popen: subprocess.Popen[bytes]
     last: dict[str, Any] = field(default_factory=dict)
     stderr: str = ""
