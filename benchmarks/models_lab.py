@@ -3,10 +3,18 @@
 copied from one node to 1, 2 and 3 others, against a raw TCP stream between the same two nodes in the same run.
 
 Targets (issue 15): the 1-target copy at >= 80% of the raw stream's rate; 3 targets within 1.2x the time of one.
-The lab's ceiling is veth on a shared CPU: every node's bytes are moved by the same cores, so a chain of 3
-receivers competes for them as real Sparks (one CPU each) do not. Needs root and the lab's packages:
 
-    sudo python3 benchmarks/models_lab.py [--gib 2] [--tmpfs] [--images-only]
+Two passes, both against their own raw stream:
+- the lab as it is: veth on this machine's 2 shared cores. Every node's bytes, every hop of the chain and every
+  node's sha256 are worked by the same 2 cores, so the CPU, not any link, sets the pace; the pass prints the CPU
+  each part costs (the raw stream's, the hash's) so the ceiling can be read off;
+- every node's link shaped to --link-rate each way (tc tbf on both ends of its veth): a link of its own per node
+  as the limit, as on real Sparks, where each node has its own 20 cores and disk and a receiver's work does not
+  slow the others. This is where the chain's pipelining (N targets in about the time of one) shows.
+
+Needs root and the lab's packages:
+
+    sudo python3 benchmarks/models_lab.py [--gib 1] [--tmpfs] [--link-rate 200] [--images-only]
 
 Then `recipegen images` (an image of min(--gib, 1) GiB plus the lab image) to 3 targets node to node, against
 one `save | load` and against its fallback through this machine.
@@ -23,12 +31,13 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
-from lab import IMAGE, Lab, unavailable_reason  # noqa: E402
+from lab import IFNAME, IMAGE, Lab, unavailable_reason  # noqa: E402
 
 MODEL = "bench/model"
 REPO = "models--bench--model"
@@ -42,15 +51,28 @@ tensor_parallel_size = {{n}}
 shm_size = "1gb"
 '''
 # The raw ceiling: one host-network container per node, the sender's file through sendfile, the receiver
-# reading into a buffer and dropping it. Same image, same network path, no disk writes on the receiving side.
-RAW_RECV = ("import socket,sys,time,os\ns=socket.socket();s.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEADDR,1)\n"
+# reading into a buffer and dropping it (or writing it to a file). Same image, same network path. Each prints its
+# bytes, seconds and CPU seconds (user + system: on veth the stack's work lands on the processes' own time).
+RAW_RECV = ("import socket,sys,time,os,resource\ns=socket.socket();s.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEADDR,1)\n"
             "s.bind((sys.argv[1],int(sys.argv[2])));s.listen(1);c,_=s.accept();b=bytearray(4<<20);n=0;t=time.time()\n"
-            "f=open(sys.argv[3],'wb') if len(sys.argv)>3 else None\n"
-            "while True:\n k=c.recv_into(b)\n if not k: break\n n+=k\n f and f.write(memoryview(b)[:k])\n"
-            "f and (f.flush(), os.fdatasync(f.fileno()), os.unlink(sys.argv[3]))\nprint(n,time.time()-t)")
-RAW_SEND = ("import socket,sys,time,os\nf=open(sys.argv[3],'rb')\nfor i in range(200):\n try:\n"
+            "f=os.open(sys.argv[3],os.O_WRONLY|os.O_CREAT|os.O_TRUNC) if len(sys.argv)>3 else None\n"
+            "while True:\n k=c.recv_into(b)\n if not k: break\n n+=k\n f is None or os.write(f,memoryview(b)[:k])\n"
+            "f is None or (os.fdatasync(f), os.unlink(sys.argv[3]))\n"
+            "print(n,time.time()-t,sum(resource.getrusage(resource.RUSAGE_SELF)[:2]))")
+RAW_SEND = ("import socket,sys,time,os,resource\nf=open(sys.argv[3],'rb')\nfor i in range(200):\n try:\n"
             "  s=socket.create_connection((sys.argv[1],int(sys.argv[2])));break\n except OSError: time.sleep(0.1)\n"
-            "s.sendfile(f);s.close()")
+            "s.sendfile(f);s.close();print(sum(resource.getrusage(resource.RUSAGE_SELF)[:2]))")
+
+
+@dataclass
+class Raw:
+    bytes: int
+    seconds: float  # the slowest receiver's
+    cpu: float  # every sender's and receiver's CPU seconds
+
+    @property
+    def rate(self) -> float:
+        return self.bytes / self.seconds
 
 
 def make_model(cache: Path, size: int) -> Path:
@@ -79,11 +101,10 @@ def make_model(cache: Path, size: int) -> Path:
     return blob
 
 
-def raw_stream(lab: Lab, blob: Path, to_disk: bool, targets: int = 1) -> tuple[int, float]:
+def raw_stream(lab: Lab, blob: Path, to_disk: bool, targets: int = 1) -> Raw:
     """The bytes over TCP from spark1 to each of `targets` nodes at once (one connection each), dropped on
     arrival or written into the target's cache (and synced): the ceilings of the network, and of the network
-    plus the targets' disks (in the lab one disk and two cores shared by every node). Bytes per target and the
-    slowest target's seconds."""
+    plus the targets' disks (in the lab one disk and two cores shared by every node)."""
     src = lab.nodes[0]
     inside = "/root/.cache/huggingface/" + str(blob.relative_to(src.hf_cache))
     common = ["run", "--rm", "--network", "host", "--entrypoint", "python3"]
@@ -96,15 +117,41 @@ def raw_stream(lab: Lab, blob: Path, to_disk: bool, targets: int = 1) -> tuple[i
             env=lab.env, stdout=subprocess.PIPE, text=True))
         sends.append(subprocess.Popen(
             ["docker", "--context", src.context, *common, "-v", f"{src.hf_cache}:/root/.cache/huggingface", IMAGE,
-             "-c", RAW_SEND, dst.address, str(PORT), inside], env=lab.env))
+             "-c", RAW_SEND, dst.address, str(PORT), inside], env=lab.env, stdout=subprocess.PIPE, text=True))
+    cpu = 0.0
     for send in sends:
-        assert send.wait(timeout=600) == 0
+        out = send.communicate(timeout=600)[0]
+        assert send.returncode == 0
+        cpu += float(out.split()[-1])
     results = [recv.communicate(timeout=600)[0].split() for recv in recvs]
-    return int(results[0][0]), max(float(seconds) for _, seconds in results)
+    return Raw(int(results[0][0]), max(float(r[1]) for r in results), cpu + sum(float(r[2]) for r in results))
+
+
+def sha256_rate(seconds: float = 1.0) -> float:
+    """Bytes per second sha256 takes on one core of this machine (what every receiver spends on its copy)."""
+    block, h, done = os.urandom(4 << 20), hashlib.sha256(), 0
+    start = time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        h.update(block)
+        done += len(block)
+    return done / (time.perf_counter() - start)
+
+
+def shape(lab: Lab, mib_per_s: float | None) -> None:
+    """Every node's link limited to `mib_per_s` each way (None: unlimited again): tbf on the node's end of its
+    veth (what it sends) and on the bridge's end (what it receives)."""
+    for node in lab.nodes:
+        for ns, dev in ((["-n", node.netns], IFNAME), ([], node.veth_host)):
+            subprocess.run(["tc", *ns, "qdisc", "del", "dev", dev, "root"], capture_output=True)
+            if mib_per_s:
+                rate = int(mib_per_s * (1 << 20))
+                subprocess.run(["tc", *ns, "qdisc", "add", "dev", dev, "root", "tbf", "rate", f"{rate}bps",
+                                "burst", str(max(rate // 50, 1 << 20)), "latency", "100ms"], check=True)
 
 
 def copy(lab: Lab, project: Path, targets: int) -> tuple[float, float]:
-    """Wall time of `recipegen models`, and the chain's own time from its summary table."""
+    """Wall time of `recipegen models`, and the chain's own time from its summary table (from the chain joined
+    to the last file in place: container starts and scans not counted)."""
     for node in lab.nodes[1:]:
         shutil.rmtree(node.hf_cache / "hub", ignore_errors=True)
     lab.write_cluster(project / "cluster.toml", lab.nodes[: targets + 1])
@@ -115,6 +162,24 @@ def copy(lab: Lab, project: Path, targets: int) -> tuple[float, float]:
     wall = time.perf_counter() - start
     chain = max(float(t) for t in re.findall(r"copied from spark1\s*│[^│]*│\s*([0-9.]+)s", done.stdout))
     return wall, chain
+
+
+def measure(lab: Lab, project: Path, blob: Path, size: int, title: str) -> dict[int, float]:
+    """One pass: the raw stream, then `recipegen models` to 1, 2 and 3 targets. The chain's seconds by targets."""
+    raw = raw_stream(lab, blob, to_disk=False)
+    print(f"{title}: raw TCP stream spark1 -> spark2 {raw.rate / (1 << 20):.0f} MiB/s ({raw.seconds:.2f}s, "
+          f"{raw.cpu / (size / (1 << 30)):.2f} CPU s per GiB)")
+    times = {}
+    for targets in (1, 2, 3):
+        wall, chain = copy(lab, project, targets)
+        times[targets] = chain
+        parallel = raw_stream(lab, blob, to_disk=True, targets=targets)
+        print(f"  {targets} target(s): stream {chain:.2f}s ({size / chain / (1 << 20):.0f} MiB/s, "
+              f"{size / chain / raw.rate:.0%} of the raw stream); `recipegen models` wall {wall:.2f}s; "
+              f"{targets} raw stream(s) from spark1 to files at once: {parallel.seconds:.2f}s")
+    print(f"  => 1 target at {size / times[1] / raw.rate:.0%} of the raw stream (target >= 80%); "
+          f"3 targets in {times[3] / times[1]:.2f}x the time of one (target <= 1.2x)")
+    return times
 
 
 def images(lab: Lab, project: Path, size: int) -> None:
@@ -176,6 +241,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--gib", type=float, default=2.0, help="size of the synthetic model")
     parser.add_argument("--tmpfs", action="store_true", help="targets' caches on tmpfs (leave the disk out)")
+    parser.add_argument("--link-rate", type=float, default=200.0,
+                        help="MiB/s of each node's shaped link in the second pass (0: no second pass)")
     parser.add_argument("--images-only", action="store_true", help="only the `recipegen images` comparison")
     args = parser.parse_args()
     why = unavailable_reason()
@@ -194,25 +261,17 @@ def main() -> None:
                 node.hf_cache.mkdir(parents=True, exist_ok=True)
                 subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size * 2 + (64 << 20)}", "tmpfs",
                                 str(node.hf_cache)], check=True)
-        n, seconds = raw_stream(lab, blob, to_disk=False)
-        raw = n / seconds
-        n, disk_seconds = raw_stream(lab, blob, to_disk=True)
-        raw_disk = n / disk_seconds
-        print(f"model {size / (1 << 30):.2f} GiB, target caches on {'tmpfs' if args.tmpfs else 'disk'}; "
-              f"raw TCP stream spark1 -> spark2: {raw / (1 << 20):.0f} MiB/s ({seconds:.2f}s); the same stream "
-              f"written to spark2's cache: {raw_disk / (1 << 20):.0f} MiB/s ({disk_seconds:.2f}s)")
-        times = {}
-        for targets in (1, 2, 3):
-            wall, chain = copy(lab, project, targets)
-            times[targets] = chain
-            _, parallel = raw_stream(lab, blob, to_disk=True, targets=targets)
-            print(f"{targets} target(s): stream {chain:.2f}s ({size / chain / (1 << 20):.0f} MiB/s, "
-                  f"{size / chain / raw:.0%} of raw TCP, {size / chain / raw_disk:.0%} of raw TCP to a file); "
-                  f"`recipegen models` wall {wall:.2f}s (with scans and container starts); {targets} raw streams "
-                  f"to files at once from spark1 (the lab's shared disk and cores): {parallel:.2f}s")
-        print(f"1 target: {size / times[1] / raw:.0%} of the raw stream, {size / times[1] / raw_disk:.0%} of the "
-              f"raw stream into a file (target >= 80%); 3 targets: {times[3] / times[1]:.2f}x the time of one "
-              "(target <= 1.2x)")
+        hash_rate = sha256_rate()
+        print(f"model {size / (1 << 30):.2f} GiB, target caches on {'tmpfs' if args.tmpfs else 'disk'}; sha256 on "
+              f"one core here: {hash_rate / (1 << 20):.0f} MiB/s ({(1 << 30) / hash_rate:.2f} CPU s per GiB, "
+              f"spent by every target on its copy); {os.cpu_count()} cores for every node")
+        measure(lab, project, blob, size, "the lab as it is (shared cores)")
+        if args.link_rate:
+            shape(lab, args.link_rate)
+            try:
+                measure(lab, project, blob, size, f"every node's link at {args.link_rate:g} MiB/s each way")
+            finally:
+                shape(lab, None)
         if args.tmpfs:
             for node in lab.nodes[1:]:
                 subprocess.run(["umount", "-l", str(node.hf_cache)], check=False)

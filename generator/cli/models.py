@@ -89,7 +89,7 @@ def place_models(plan: RecipePlan, targets: list[Peer]) -> bool:
     for r in results:
         rate = f"{human_size(int(r.bytes / r.seconds))}/s" if r.bytes and r.seconds else "-"
         table.add_row(r.node, r.model, r.action if not r.error else f"{r.action}: {r.error}",
-                      human_size(r.bytes) if r.bytes else "-", f"{r.seconds:.1f}s" if r.seconds else "-", rate)
+                      human_size(r.bytes) if r.bytes else "-", f"{r.seconds:.2f}s" if r.seconds else "-", rate)
     Console(width=None if sys.stdout.isatty() else 200).print(table)
     failed = sorted({r.node for r in results if r.failed})
     if failed:
