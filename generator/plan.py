@@ -82,12 +82,24 @@ class RayHead:
 
 
 @dataclass(frozen=True)
+class RayWorker:
+    """A Ray worker's join: wait until the head's Ray port accepts connections, then run the command (`ray start
+    --block --address ...`), again after a failure, until `join_timeout_s` is used up."""
+
+    head_host: str
+    head_port: int
+    join_timeout_s: int
+
+
+@dataclass(frozen=True)
 class Launch:
-    """What runs in the container before the engine: setup commands, then mods, then a Ray head's start."""
+    """What runs in the container before the engine: setup commands, then mods, then a Ray head's start; on a
+    Ray worker the command itself runs under the launcher's join loop."""
 
     mods: tuple[ModRun, ...]
     setup: tuple[Arg, ...]  # each word is one shell command
     ray_head: RayHead | None
+    ray_worker: RayWorker | None = None
 
 
 @dataclass(frozen=True)
@@ -217,12 +229,15 @@ def _plan_node(recipe: Recipe, cluster: Cluster, chosen: tuple[Node, ...], rank:
         (f"{LABEL_PREFIX}.input-hash", digest),
     )
     container = container_options(recipe, cluster)
-    ray_head = None
+    ray_head = ray_worker = None
+    join_timeout = duration_seconds(cluster.ray_join_timeout)
     if command.ray_head is not None:
-        ray_head = RayHead(command.ray_head, duration_seconds(cluster.ray_join_timeout),
-                           tuple((n.name, n.address) for n in chosen[1:]))
+        ray_head = RayHead(command.ray_head, join_timeout, tuple((n.name, n.address) for n in chosen[1:]))
+    if command.ray_worker is not None:
+        ray_worker = RayWorker(*command.ray_worker, join_timeout)
     mods = tuple(ModRun(m.name, f"{MODS_DIR}/{m.name}", m.origin) for m in recipe.mods)
-    launch = Launch(mods, recipe.setup, ray_head) if (mods or recipe.setup or ray_head) else None
+    needed = mods or recipe.setup or ray_head or ray_worker
+    launch = Launch(mods, recipe.setup, ray_head, ray_worker) if needed else None
     shipped = [(f"{MODS_DIR}/{m.name}/{f.path}", f.text, f.executable, f"mod {m.source}: {f.path}")
                for m in recipe.mods for f in m.files] + _ray_settings(recipe, envs, env)
     files = tuple(ContainerFile(f"{i}-{posixpath.basename(path)}", path, text, executable, about)
