@@ -32,6 +32,12 @@ MODS_DIR = "/workspace/mods"  # where eugr and sparkrun put them: mods may rely 
 NON_CARRY_OVER_FILE = "ray_non_carry_over_env_vars.json"
 # The healthcheck probe: python3 is in every vLLM, NGC and SGLang image (curl and wget often are not).
 HEALTH_PROBE = "import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=10)"
+# Over TLS (`--ssl-certfile`) the probe does not verify the certificate: it asks its own container's loopback,
+# which no certificate names (the cert names the node's real host, and may be signed by a private CA the image does
+# not trust). What it checks is that the engine answers; who it is needs no proof from inside its own container.
+HEALTH_PROBE_TLS = ("import ssl, sys, urllib.request; context = ssl.create_default_context(); "
+                    "context.check_hostname = False; context.verify_mode = ssl.CERT_NONE; "
+                    "urllib.request.urlopen(sys.argv[1], timeout=10, context=context)")
 HEALTH_INTERVAL = "15s"
 HEALTH_TIMEOUT = "15s"
 HEALTH_RETRIES = 4  # a minute of failures marks a serving head unhealthy; a busy one answers /health in time
@@ -106,6 +112,11 @@ class Launch:
 class HealthCheck:
     url: str
     start_period: str
+    probe: str = HEALTH_PROBE  # python3 -c PROBE URL
+
+    @property
+    def tls(self) -> bool:
+        return self.url.startswith("https:")
 
 
 @dataclass(frozen=True)
@@ -265,13 +276,19 @@ def container_options(recipe: Recipe, cluster: Cluster) -> ContainerOptions:
 
 def _health(recipe: Recipe, container: ContainerOptions) -> HealthCheck:
     """The head's engine API, asked from inside its own container (host network: the node's loopback works
-    unless the engine was told to listen on one address only)."""
+    unless the engine was told to listen on one address only), on the engine's `--port`, and over https when
+    it serves TLS (`--ssl-certfile`, which vLLM and SGLang both take)."""
     host = (flag_value(recipe, "--host") or "").removeprefix("[").removesuffix("]")
-    if host in ("", "0.0.0.0", "::"):
+    if host in ("", "0.0.0.0"):
         host = "127.0.0.1"
-    elif ":" in host:  # an IPv6 address, bracketed once in the URL
+    elif host == "::":  # every IPv6 address, and IPv4 too unless the node sets bindv6only: ::1 answers either way
+        host = "::1"
+    if ":" in host:  # an IPv6 address, bracketed once in the URL
         host = f"[{host}]"
-    return HealthCheck(f"http://{host}:{serve_port(recipe)}/health", container.health_start_period)
+    path = f"{host}:{serve_port(recipe)}/health"
+    if flag_value(recipe, "--ssl-certfile"):
+        return HealthCheck(f"https://{path}", container.health_start_period, HEALTH_PROBE_TLS)
+    return HealthCheck(f"http://{path}", container.health_start_period)
 
 
 def _ray_settings(recipe: Recipe, envs: list[tuple[EnvVar, ...]],
