@@ -153,6 +153,12 @@ class NodePlan:
         return self.rank == 0
 
     @property
+    def file_owner(self) -> tuple[str, str | None] | None:
+        """(uid, gid) the shipped files belong to, for a non-root `UID[:GID]` user: Compose makes a config's file
+        root's unless the service's reference names uid/gid (a user name's uid is unknown here: lint says so)."""
+        return None if self.container.as_root else self.container.numeric_user
+
+    @property
     def restart_policy(self) -> str:
         return f"on-failure:{self.restart_attempts}"
 
@@ -203,7 +209,8 @@ def plan_recipe(recipe: Recipe, cluster: Cluster, project_root: Path, out_dir: P
     except NodeChoiceError as exc:
         raise RecipegenError(recipe.document.diagnostic((exc.key,), str(exc))) from None
     digest = input_hash(recipe, cluster, chosen)
-    envs = [_environment(recipe, cluster, chosen, rank) for rank in range(len(chosen))]  # every rank's, once
+    container = container_options(recipe, cluster)
+    envs = [_environment(recipe, cluster, chosen, rank, container) for rank in range(len(chosen))]  # once each
     nodes = tuple(_plan_node(recipe, cluster, chosen, rank, envs, digest, project_root, out_dir)
                   for rank in range(len(chosen)))
     return RecipePlan(recipe, cluster, nodes, digest, serve_port(recipe), served_model_name(recipe),
@@ -239,7 +246,7 @@ def _plan_node(recipe: Recipe, cluster: Cluster, chosen: tuple[Node, ...], rank:
         (f"{LABEL_PREFIX}.rank", str(rank)),
         (f"{LABEL_PREFIX}.input-hash", digest),
     )
-    container = container_options(recipe, cluster)
+    container = container_options(recipe, cluster)  # the same for every rank (plan_recipe computed it too)
     ray_head = ray_worker = None
     join_timeout = duration_seconds(cluster.ray_join_timeout)
     if command.ray_head is not None:
@@ -327,10 +334,12 @@ def _pass_env(recipe: Recipe, cluster: Cluster, env: tuple[EnvVar, ...]) -> tupl
     return tuple(dict.fromkeys(n for n in (*cluster.pass_env, *recipe.pass_env) if n not in valued))
 
 
-def _environment(recipe: Recipe, cluster: Cluster, chosen: tuple[Node, ...], rank: int) -> tuple[EnvVar, ...]:
+def _environment(recipe: Recipe, cluster: Cluster, chosen: tuple[Node, ...], rank: int,
+                 container: ContainerOptions) -> tuple[EnvVar, ...]:
     """Cluster env, then the node's, then the recipe's, then what the compiler owns: later layers win."""
     doc, node = cluster.document, chosen[rank]
     layers: list[tuple[dict[str, str], Callable[[str], Origin]]] = [
+        (_user_env(recipe, cluster, container), lambda k: COMPILER),  # defaults: any layer may set its own
         (cluster.env, lambda k: doc.origin("cluster", ("env", k))),
         (node.env, lambda k: doc.origin(f"node {node.name}", ("nodes", node.index, "env", k))),
         (recipe.env, lambda k: recipe.env_origins[k]),
@@ -339,12 +348,34 @@ def _environment(recipe: Recipe, cluster: Cluster, chosen: tuple[Node, ...], ran
     merged: dict[str, EnvVar] = {}
     for layer, (values, origin_of) in enumerate(layers):
         for name, value in values.items():
-            if name in OWNED_ENV and layer < 3:
+            if name in OWNED_ENV and layer < 4:
                 continue  # the compiler's per-rank value or none: lint says so where it was written
             previous = merged.get(name)
             overridden = (*previous.overrides, previous.origin) if previous else ()
             merged[name] = EnvVar(name, value, origin_of(name), overridden)
     return tuple(merged.values())
+
+
+# Where a non-root user's vLLM finds the Ray settings file: not under /root, which such a user cannot enter in most
+# images, and in /tmp, which it can write (a Swarm task's launcher writes the file itself, as that user).
+USER_VLLM_CONFIG_ROOT = "/tmp/recipegen/vllm"
+
+
+def _user_env(recipe: Recipe, cluster: Cluster, container: ContainerOptions) -> dict[str, str]:
+    """For a non-root `container_user`, the paths that default to root's home: the Hugging Face cache (mounted at
+    /root/.cache/huggingface, where deploy and `recipegen models` expect it, but found through $HOME, which is
+    another user's, or `/` for a bare uid) and vLLM's config root. Unless the cluster or recipe sets them."""
+    if container.as_root:
+        return {}
+    env = {"HF_HOME": HF_CACHE_IN_CONTAINER}
+    if recipe.engine == "vllm" and recipe.distributed_backend == "ray" and recipe.required_nodes > 1:
+        env["VLLM_CONFIG_ROOT"] = USER_VLLM_CONFIG_ROOT
+    given = {*cluster.env, *recipe.env, *(k for n in cluster.nodes for k in n.env)}
+    if given & {"HF_HOME", "HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE"}:
+        del env["HF_HOME"]
+    if given & {"VLLM_CONFIG_ROOT", "XDG_CONFIG_HOME"}:
+        env.pop("VLLM_CONFIG_ROOT", None)
+    return env
 
 
 def _build_context(recipe: Recipe, root: Path, compose_dir: Path) -> str | None:
