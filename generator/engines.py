@@ -53,11 +53,13 @@ RAY_ENV = ("RAY_NODE_IP_ADDRESS", "RAY_OVERRIDE_NODE_IP_ADDRESS")  # of OWNED_EN
 @dataclass(frozen=True)
 class RankCommand:
     """The argv a rank runs; `compiler_words` are the words the compiler added (for `explain`).
-    `ray_head` is the `ray start --head` a Ray head runs before the engine (and waits for its workers)."""
+    `ray_head` is the `ray start --head` a Ray head runs before the engine (and waits for its workers);
+    `ray_worker` is the (host, port) of the head a Ray worker's `ray start` joins."""
 
     argv: tuple[str, ...]
     compiler_words: frozenset[int]
     ray_head: tuple[str, ...] | None = None
+    ray_worker: tuple[str, int] | None = None
 
 
 def flag_value(recipe: Recipe, *names: str) -> str | None:
@@ -135,7 +137,7 @@ def _vllm_ray(recipe: Recipe, cluster: Cluster, rank: int, head: Node, node: Nod
     if rank > 0:
         join = ("ray", "start", "--block", f"--address={head.address}:{cluster.ray_port}",
                 f"--node-ip-address={node.address}", *options)
-        return RankCommand(join, frozenset(range(len(join))))
+        return RankCommand(join, frozenset(range(len(join))), ray_worker=(head.address, cluster.ray_port))
     start = ("ray", "start", "--head", f"--port={cluster.ray_port}", f"--node-ip-address={head.address}", *options)
     engine = _assemble(recipe.entrypoint, serve, user)
     return RankCommand(engine.argv, engine.compiler_words, ray_head=start)

@@ -74,6 +74,10 @@ def _launch_lines(node: NodePlan, launch: Launch) -> list[Line]:
         workers = ", ".join(f"{name} ({address})" for name, address in launch.ray_head.workers)
         lines.append(Line(f"  wait up to {launch.ray_head.join_timeout_s}s for Ray workers: {workers}", None,
                           "compiler"))
+    if launch.ray_worker is not None:
+        worker = launch.ray_worker
+        lines.append(Line(f"  wait up to {worker.join_timeout_s}s for the Ray head at {worker.head_host}:"
+                          f"{worker.head_port}, retrying the command until then", None, "compiler (Ray worker)"))
     lines += [Line(f"  file {f.path}", None, f.about) for f in node.files]
     return lines
 

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator
 from generator.argwords import group_flags, json_problem
 from generator.diagnostics import Diagnostic, Severity
 from generator.engines import OWNED_ENV, OWNED_FLAGS, OWNED_RAY_FLAGS
-from generator.model import (HF_CACHE_IN_CONTAINER, Cluster, FlagGroup, Mount, NodeChoiceError, Origin, Recipe,
-                             container_target)
+from generator.model import (HF_CACHE_IN_CONTAINER, Cluster, ContainerOptions, FlagGroup, Mount, NodeChoiceError,
+                             Origin, Recipe, container_target)
 from generator.tomldoc import KeyPath, TomlDocument, format_key
 
 if TYPE_CHECKING:  # engineflags loads its data on import: only a lint run that checks flags pays for it
@@ -182,6 +182,30 @@ def _mount_target(recipe: Recipe, cluster: Cluster | None) -> Findings:
                    "one folder takes one mount; keep one")
         else:
             seen[target] = mount
+
+
+@rule("container-user", ERROR, "a non-root container_user that mods cannot run as: a user name, or an empty mod file")
+def _container_user(recipe: Recipe, cluster: Cluster | None) -> Findings:
+    """Mod files reach the container as Compose configs, in folders Docker creates as root; Compose gives a file
+    to a user only by uid, and the launcher (running as that user) must create the mod's empty files itself."""
+    given = recipe.container.get("container_user")  # the schema made it a string
+    user = str(given) if given else (cluster.container.container_user if cluster else None)
+    options = ContainerOptions(container_user=user)
+    if options.as_root or not recipe.mods:
+        return
+    origin = recipe.origins.get("container_user") or recipe.origins["mods"]
+    key = "container_user" if "container_user" in recipe.origins else "mods"
+    if options.numeric_user is None:
+        yield (origin, key, f"container_user '{user}' is a name: Compose gives the mods' files to a user by uid "
+                            "only, and a name's uid is in the image's /etc/passwd, which compiling cannot read; "
+                            "write the numeric UID[:GID] (`docker run --rm IMAGE id USER` shows it)")
+    for mod in recipe.mods:
+        for file in mod.files:
+            if not file.text:
+                yield (mod.origin, "mods",
+                       f"mod '{mod.source}': {file.path} is empty, so the launcher creates it (Compose copies no "
+                       f"empty config), in a folder Docker makes as root: as container_user '{user}' it cannot; "
+                       "give the file content (a comment), or run as root")
 
 
 @rule("remove-unused", WARNING, "remove_args / remove_env naming what no parent sets")

@@ -63,6 +63,9 @@ class Mod:
     origin: Origin
 
 
+_DECIMAL = re.compile("[0-9]+")
+
+
 @dataclass(frozen=True)
 class ContainerOptions:
     """Container settings a cluster defaults and a recipe overrides; None means Docker's own default."""
@@ -74,6 +77,20 @@ class ContainerOptions:
     log_max_size: str = "100m"  # "" leaves logging to the daemon's settings
     log_max_files: int = 3
     health_start_period: str = "30m"
+
+    @property
+    def as_root(self) -> bool:
+        """Docker's default user in engine images is root; `0`, `root`, `0:0`, `root:...` are root too."""
+        return self.container_user is None or self.container_user.split(":", 1)[0] in ("", "0", "root")
+
+    @property
+    def numeric_user(self) -> tuple[str, str | None] | None:
+        """(uid, gid or None) of a `UID[:GID]` user: what a Compose config reference can own its file as.
+        A user name has no uid until the image's /etc/passwd is read, which compiling cannot do."""
+        user, _, group = (self.container_user or "").partition(":")
+        if _DECIMAL.fullmatch(user) and (not group or _DECIMAL.fullmatch(group)):
+            return user, group or None
+        return None
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,12 @@ MODS_DIR = "/workspace/mods"  # where eugr and sparkrun put them: mods may rely 
 NON_CARRY_OVER_FILE = "ray_non_carry_over_env_vars.json"
 # The healthcheck probe: python3 is in every vLLM, NGC and SGLang image (curl and wget often are not).
 HEALTH_PROBE = "import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=10)"
+# Over TLS (`--ssl-certfile`) the probe does not verify the certificate: it asks its own container's loopback,
+# which no certificate names (the cert names the node's real host, and may be signed by a private CA the image does
+# not trust). What it checks is that the engine answers; who it is needs no proof from inside its own container.
+HEALTH_PROBE_TLS = ("import ssl, sys, urllib.request; context = ssl.create_default_context(); "
+                    "context.check_hostname = False; context.verify_mode = ssl.CERT_NONE; "
+                    "urllib.request.urlopen(sys.argv[1], timeout=10, context=context)")
 HEALTH_INTERVAL = "15s"
 HEALTH_TIMEOUT = "15s"
 HEALTH_RETRIES = 4  # a minute of failures marks a serving head unhealthy; a busy one answers /health in time
@@ -82,18 +88,35 @@ class RayHead:
 
 
 @dataclass(frozen=True)
+class RayWorker:
+    """A Ray worker's join: wait until the head's Ray port accepts connections, then run the command (`ray start
+    --block --address ...`), again after a failure, until `join_timeout_s` is used up."""
+
+    head_host: str
+    head_port: int
+    join_timeout_s: int
+
+
+@dataclass(frozen=True)
 class Launch:
-    """What runs in the container before the engine: setup commands, then mods, then a Ray head's start."""
+    """What runs in the container before the engine: setup commands, then mods, then a Ray head's start; on a
+    Ray worker the command itself runs under the launcher's join loop."""
 
     mods: tuple[ModRun, ...]
     setup: tuple[Arg, ...]  # each word is one shell command
     ray_head: RayHead | None
+    ray_worker: RayWorker | None = None
 
 
 @dataclass(frozen=True)
 class HealthCheck:
     url: str
     start_period: str
+    probe: str = HEALTH_PROBE  # python3 -c PROBE URL
+
+    @property
+    def tls(self) -> bool:
+        return self.url.startswith("https:")
 
 
 @dataclass(frozen=True)
@@ -128,6 +151,12 @@ class NodePlan:
     @property
     def is_head(self) -> bool:
         return self.rank == 0
+
+    @property
+    def file_owner(self) -> tuple[str, str | None] | None:
+        """(uid, gid) the shipped files belong to, for a non-root `UID[:GID]` user: Compose makes a config's file
+        root's unless the service's reference names uid/gid (a user name's uid is unknown here: lint says so)."""
+        return None if self.container.as_root else self.container.numeric_user
 
     @property
     def restart_policy(self) -> str:
@@ -180,7 +209,8 @@ def plan_recipe(recipe: Recipe, cluster: Cluster, project_root: Path, out_dir: P
     except NodeChoiceError as exc:
         raise RecipegenError(recipe.document.diagnostic((exc.key,), str(exc))) from None
     digest = input_hash(recipe, cluster, chosen)
-    envs = [_environment(recipe, cluster, chosen, rank) for rank in range(len(chosen))]  # every rank's, once
+    container = container_options(recipe, cluster)
+    envs = [_environment(recipe, cluster, chosen, rank, container) for rank in range(len(chosen))]  # once each
     nodes = tuple(_plan_node(recipe, cluster, chosen, rank, envs, digest, project_root, out_dir)
                   for rank in range(len(chosen)))
     return RecipePlan(recipe, cluster, nodes, digest, serve_port(recipe), served_model_name(recipe),
@@ -216,13 +246,16 @@ def _plan_node(recipe: Recipe, cluster: Cluster, chosen: tuple[Node, ...], rank:
         (f"{LABEL_PREFIX}.rank", str(rank)),
         (f"{LABEL_PREFIX}.input-hash", digest),
     )
-    container = container_options(recipe, cluster)
-    ray_head = None
+    container = container_options(recipe, cluster)  # the same for every rank (plan_recipe computed it too)
+    ray_head = ray_worker = None
+    join_timeout = duration_seconds(cluster.ray_join_timeout)
     if command.ray_head is not None:
-        ray_head = RayHead(command.ray_head, duration_seconds(cluster.ray_join_timeout),
-                           tuple((n.name, n.address) for n in chosen[1:]))
+        ray_head = RayHead(command.ray_head, join_timeout, tuple((n.name, n.address) for n in chosen[1:]))
+    if command.ray_worker is not None:
+        ray_worker = RayWorker(*command.ray_worker, join_timeout)
     mods = tuple(ModRun(m.name, f"{MODS_DIR}/{m.name}", m.origin) for m in recipe.mods)
-    launch = Launch(mods, recipe.setup, ray_head) if (mods or recipe.setup or ray_head) else None
+    needed = mods or recipe.setup or ray_head or ray_worker
+    launch = Launch(mods, recipe.setup, ray_head, ray_worker) if needed else None
     shipped = [(f"{MODS_DIR}/{m.name}/{f.path}", f.text, f.executable, f"mod {m.source}: {f.path}")
                for m in recipe.mods for f in m.files] + _ray_settings(recipe, envs, env)
     files = tuple(ContainerFile(f"{i}-{posixpath.basename(path)}", path, text, executable, about)
@@ -250,13 +283,19 @@ def container_options(recipe: Recipe, cluster: Cluster) -> ContainerOptions:
 
 def _health(recipe: Recipe, container: ContainerOptions) -> HealthCheck:
     """The head's engine API, asked from inside its own container (host network: the node's loopback works
-    unless the engine was told to listen on one address only)."""
+    unless the engine was told to listen on one address only), on the engine's `--port`, and over https when
+    it serves TLS (`--ssl-certfile`, which vLLM and SGLang both take)."""
     host = (flag_value(recipe, "--host") or "").removeprefix("[").removesuffix("]")
-    if host in ("", "0.0.0.0", "::"):
+    if host in ("", "0.0.0.0"):
         host = "127.0.0.1"
-    elif ":" in host:  # an IPv6 address, bracketed once in the URL
+    elif host == "::":  # every IPv6 address, and IPv4 too unless the node sets bindv6only: ::1 answers either way
+        host = "::1"
+    if ":" in host:  # an IPv6 address, bracketed once in the URL
         host = f"[{host}]"
-    return HealthCheck(f"http://{host}:{serve_port(recipe)}/health", container.health_start_period)
+    path = f"{host}:{serve_port(recipe)}/health"
+    if flag_value(recipe, "--ssl-certfile"):
+        return HealthCheck(f"https://{path}", container.health_start_period, HEALTH_PROBE_TLS)
+    return HealthCheck(f"http://{path}", container.health_start_period)
 
 
 def _ray_settings(recipe: Recipe, envs: list[tuple[EnvVar, ...]],
@@ -295,10 +334,12 @@ def _pass_env(recipe: Recipe, cluster: Cluster, env: tuple[EnvVar, ...]) -> tupl
     return tuple(dict.fromkeys(n for n in (*cluster.pass_env, *recipe.pass_env) if n not in valued))
 
 
-def _environment(recipe: Recipe, cluster: Cluster, chosen: tuple[Node, ...], rank: int) -> tuple[EnvVar, ...]:
+def _environment(recipe: Recipe, cluster: Cluster, chosen: tuple[Node, ...], rank: int,
+                 container: ContainerOptions) -> tuple[EnvVar, ...]:
     """Cluster env, then the node's, then the recipe's, then what the compiler owns: later layers win."""
     doc, node = cluster.document, chosen[rank]
     layers: list[tuple[dict[str, str], Callable[[str], Origin]]] = [
+        (_user_env(recipe, cluster, container), lambda k: COMPILER),  # defaults: any layer may set its own
         (cluster.env, lambda k: doc.origin("cluster", ("env", k))),
         (node.env, lambda k: doc.origin(f"node {node.name}", ("nodes", node.index, "env", k))),
         (recipe.env, lambda k: recipe.env_origins[k]),
@@ -307,12 +348,34 @@ def _environment(recipe: Recipe, cluster: Cluster, chosen: tuple[Node, ...], ran
     merged: dict[str, EnvVar] = {}
     for layer, (values, origin_of) in enumerate(layers):
         for name, value in values.items():
-            if name in OWNED_ENV and layer < 3:
+            if name in OWNED_ENV and layer < 4:
                 continue  # the compiler's per-rank value or none: lint says so where it was written
             previous = merged.get(name)
             overridden = (*previous.overrides, previous.origin) if previous else ()
             merged[name] = EnvVar(name, value, origin_of(name), overridden)
     return tuple(merged.values())
+
+
+# Where a non-root user's vLLM finds the Ray settings file: not under /root, which such a user cannot enter in most
+# images, and in /tmp, which it can write (a Swarm task's launcher writes the file itself, as that user).
+USER_VLLM_CONFIG_ROOT = "/tmp/recipegen/vllm"
+
+
+def _user_env(recipe: Recipe, cluster: Cluster, container: ContainerOptions) -> dict[str, str]:
+    """For a non-root `container_user`, the paths that default to root's home: the Hugging Face cache (mounted at
+    /root/.cache/huggingface, where deploy and `recipegen models` expect it, but found through $HOME, which is
+    another user's, or `/` for a bare uid) and vLLM's config root. Unless the cluster or recipe sets them."""
+    if container.as_root:
+        return {}
+    env = {"HF_HOME": HF_CACHE_IN_CONTAINER}
+    if recipe.engine == "vllm" and recipe.distributed_backend == "ray" and recipe.required_nodes > 1:
+        env["VLLM_CONFIG_ROOT"] = USER_VLLM_CONFIG_ROOT
+    given = {*cluster.env, *recipe.env, *(k for n in cluster.nodes for k in n.env)}
+    if given & {"HF_HOME", "HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE"}:
+        del env["HF_HOME"]
+    if given & {"VLLM_CONFIG_ROOT", "XDG_CONFIG_HOME"}:
+        env.pop("VLLM_CONFIG_ROOT", None)
+    return env
 
 
 def _build_context(recipe: Recipe, root: Path, compose_dir: Path) -> str | None:

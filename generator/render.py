@@ -18,7 +18,7 @@ import jinja2
 from markupsafe import Markup
 
 from generator.diagnostics import Diagnostic, RecipegenError
-from generator.plan import (GPU_RESOURCE_KIND, HEALTH_INTERVAL, HEALTH_PROBE, HEALTH_RETRIES, HEALTH_TIMEOUT, LAUNCHER_PATH, NodePlan,
+from generator.plan import (GPU_RESOURCE_KIND, HEALTH_INTERVAL, HEALTH_RETRIES, HEALTH_TIMEOUT, LAUNCHER_PATH, NodePlan,
                             RecipePlan, shm_bytes)
 from generator.resources import read_data
 
@@ -152,7 +152,7 @@ def _environment() -> jinja2.Environment:
     env = make_environment(yaml_scalar, {"comment": comment, "shell_comment": shell_comment, "key": key,
                                          "shm_bytes": shm_bytes, "block": block,
                                          "spaces": lambda n: Raw(" " * n)}, macros=True)
-    env.globals.update(launcher_path=LAUNCHER_PATH, gpu_resource_kind=GPU_RESOURCE_KIND, health_probe=HEALTH_PROBE,
+    env.globals.update(launcher_path=LAUNCHER_PATH, gpu_resource_kind=GPU_RESOURCE_KIND,
                        health_interval=HEALTH_INTERVAL,
                        health_timeout=HEALTH_TIMEOUT, health_retries=HEALTH_RETRIES)
     return env

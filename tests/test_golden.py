@@ -331,11 +331,12 @@ def test_vllm_ray_rank_commands(case: str, built):
 
     worker_argv = ["ray", "start", "--block", f"--address={head['address']}:{ray_port}",
                    f"--node-ip-address={worker['address']}", *ray_options]
-    if "setup" in recipe or "mods" in recipe:  # steps before Ray: the worker runs the launcher too
-        assert worker_svc["entrypoint"] == ["/bin/sh", "/opt/recipegen/launch.sh"]
-        assert worker_svc["command"] == worker_argv and worker_stack["command"] == worker_argv
-    else:
-        assert argv(worker_svc) == worker_argv and argv(worker_stack) == worker_argv
+    # The worker runs the launcher too: it waits for the head's Ray port, then runs (and retries) `ray start`.
+    assert worker_svc["entrypoint"] == ["/bin/sh", "/opt/recipegen/launch.sh"]
+    assert worker_svc["command"] == worker_argv and worker_stack["command"] == worker_argv
+    joins = [shlex.split(line)[4:7] for line in launcher_lines(out, recipe_id, "spark2")
+             if line.startswith('recipegen_run python3 -c "$recipegen_wait_for_head"')]
+    assert joins == [[head["address"], str(ray_port), "600"]]
     # The stack runs the same launcher inline, with the same argv after it.
     assert head_stack["entrypoint"][:2] == ["/bin/sh", "-c"] and head_stack["command"] == engine_argv
     for svc in (head_svc, worker_svc):

@@ -5,11 +5,17 @@ with stand-in programs on PATH that record what they were given. Also: loading m
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import re
+import signal
+import socket
 import subprocess
 import sys
 import textwrap
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -75,6 +81,13 @@ def run_launcher(root: Path, node: str, tmp_path: Path, programs: dict[str, str]
                  extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     """Run the node's launcher as its container would: files in place (under a fake root), the service's
     command as arguments, stand-in programs first on PATH."""
+    argv, options = launcher_process(root, node, tmp_path, programs, extra_env)
+    return subprocess.run(argv, capture_output=True, text=True, timeout=60, **options)
+
+
+def launcher_process(root: Path, node: str, tmp_path: Path, programs: dict[str, str],
+                     extra_env: dict[str, str] | None = None) -> tuple[list[str], dict]:
+    """The argv and the subprocess options (cwd, env) that run the node's launcher; see run_launcher."""
     doc = compose(root, node)
     service = doc["services"]["engine"]
     assert service["entrypoint"] == ["/bin/sh", "/opt/recipegen/launch.sh"]
@@ -102,8 +115,7 @@ def run_launcher(root: Path, node: str, tmp_path: Path, programs: dict[str, str]
     container_tmp.mkdir(exist_ok=True)
     launcher = launcher.replace("/tmp/.recipegen-prepared", f"{container_tmp}/.recipegen-prepared")
     env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": str(tmp_path), **(extra_env or {})}
-    return subprocess.run(["/bin/sh", "-c", launcher, "launch.sh", *service["command"]], capture_output=True,
-                          text=True, timeout=60, cwd=workdir, env=env)
+    return ["/bin/sh", "-c", launcher, "launch.sh", *service["command"]], {"cwd": workdir, "env": env}
 
 
 RECORD = '#!/bin/sh\nprintf "%s\\n" "$(basename "$0") $*" >> "$LOG"\n'
@@ -231,6 +243,116 @@ def test_each_ray_worker_keeps_its_own_per_node_values(tmp_path: Path):
         # n2 names its own NIC: the head's (unset) must not be copied over it; the addresses differ per node.
         assert names == sorted(["NCCL_SOCKET_IFNAME", "RAY_NODE_IP_ADDRESS", "RAY_OVERRIDE_NODE_IP_ADDRESS",
                                 "VLLM_HOST_IP"])
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def loopback_ray_project(tmp_path: Path, port: int, join_timeout: str) -> Path:
+    """A two-node Ray recipe whose head is this machine's loopback, so a test can play the head's Ray port."""
+    cluster = (CLUSTER.replace('"10.0.0.1"', '"127.0.0.1"').replace('"10.0.0.2"', '"127.0.0.2"')
+               .replace('ray_join_timeout = "3s"', f'ray_join_timeout = "{join_timeout}"\nray_port = {port}'))
+    root = ray_project(tmp_path)
+    (root / "cluster.toml").write_text(cluster)
+    return root
+
+
+@contextlib.contextmanager
+def head_port(port: int, delay: float):
+    """The head's Ray port: closed for `delay` seconds (the head pulls, runs setup and mods), then listening."""
+    stop = threading.Event()
+
+    def serve() -> None:
+        if stop.wait(delay):
+            return
+        with socket.create_server(("127.0.0.1", port)) as server:
+            server.settimeout(0.1)
+            while not stop.is_set():
+                with contextlib.suppress(OSError):
+                    server.accept()[0].close()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+
+
+# `ray start` that fails (as the real one does when the head's GCS does not answer) the first $FAILS times.
+FLAKY_RAY = RECORD + 'n=$(wc -l < "$LOG"); [ "$n" -gt "$FAILS" ] || exit 3\n'
+
+
+def test_a_ray_worker_waits_for_a_late_head_and_joins(tmp_path: Path):
+    port = free_port()
+    root = loopback_ray_project(tmp_path, port, "60s")
+    assert build(root).exit_code == 0
+    log = tmp_path / "log"
+    started = time.monotonic()
+    with head_port(port, 2.5):
+        result = run_launcher(root, "n2", tmp_path, {"ray": FLAKY_RAY}, {"LOG": str(log), "FAILS": "1"})
+    took = time.monotonic() - started
+    assert result.returncode == 0, result.stderr
+    join = f"ray start --block --address=127.0.0.1:{port} --node-ip-address=127.0.0.2 --num-cpus 4"
+    assert log.read_text().splitlines() == [join, join]  # the first `ray start` failed and was run again
+    assert took >= 2.5  # not before the head's port opened
+    assert f"waiting for the Ray head at 127.0.0.1:{port}" in result.stderr
+    assert "`ray start` exited with status 3; trying again" in result.stderr
+
+
+@pytest.mark.parametrize("fails", [None, "99"])
+def test_a_ray_worker_gives_up_after_ray_join_timeout(tmp_path: Path, fails: str | None):
+    """No head (its port never opens), or a head `ray start` never joins: one line naming the head and the
+    seconds waited, at ray_join_timeout, not at the test's 60 s."""
+    port = free_port()
+    root = loopback_ray_project(tmp_path, port, "3s")
+    assert build(root).exit_code == 0
+    log = tmp_path / "log"
+    started = time.monotonic()
+    with head_port(port, 0 if fails else 1000):
+        result = run_launcher(root, "n2", tmp_path, {"ray": FLAKY_RAY}, {"LOG": str(log), "FAILS": fails or "0"})
+    took = time.monotonic() - started
+    assert result.returncode != 0
+    last = result.stderr.strip().splitlines()[-1]
+    why = "`ray start` exited with status 3" if fails else "its port accepted no connection"
+    found = re.fullmatch(rf"recipegen: no Ray head to join at 127\.0\.0\.1:{port} after (\d+)s "
+                         rf"\(ray_join_timeout 3s\): {re.escape(why)}", last)
+    assert found, result.stderr
+    assert 3 <= int(found[1]) <= took + 1  # the seconds it really waited
+    assert took < 15  # gave up at the join timeout (a retry may run past it), not at the test's 60 s
+    if fails:
+        assert len(log.read_text().splitlines()) >= 1
+    else:
+        assert not log.exists()  # `ray start` never ran without a head
+
+
+def test_docker_stop_reaches_a_joined_ray_worker(tmp_path: Path):
+    """`ray start --block` runs as the launcher's child: docker stop's SIGTERM to PID 1 must reach it (else the
+    rank is killed after stop_grace_period), and a stopped worker must not join again."""
+    port = free_port()
+    root = loopback_ray_project(tmp_path, port, "60s")
+    assert build(root).exit_code == 0
+    log = tmp_path / "log"
+    blocking_ray = RECORD + 'trap \'echo "ray got TERM" >> "$LOG"; exit 0\' TERM\nwhile :; do sleep 0.1; done\n'
+    argv, options = launcher_process(root, "n2", tmp_path, {"ray": blocking_ray}, {"LOG": str(log)})
+    with head_port(port, 0):
+        launcher = subprocess.Popen(argv, stderr=subprocess.PIPE, text=True, **options)
+        try:
+            deadline = time.monotonic() + 20
+            while not (log.exists() and log.read_text()) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert log.exists(), "ray start never ran"
+            launcher.send_signal(signal.SIGTERM)
+            assert launcher.wait(timeout=10) == 0
+        finally:
+            launcher.kill()
+            launcher.communicate()
+    lines = log.read_text().splitlines()
+    assert lines[0].startswith("ray start --block") and lines[1:] == ["ray got TERM"]
 
 
 @pytest.mark.parametrize("files, message", [

@@ -92,6 +92,9 @@ CASES = [
     Bad("secret", ERROR, 11, "args", ("looks like a secret", HOW_TO_PASS), "bad-args", col=5),  # sk-... inside args
     Bad("pass-env", ERROR, 7, "pass_env", ("'NCCL_SOCKET_IFNAME'", "also has a value")),
     Bad("mount-target", ERROR, 10, "extra_mounts", ("/root/.cache/huggingface/", "Hugging Face cache"), col=3),
+    Bad("container-user", ERROR, 8, "container_user", ("container_user 'vllm' is a name", "numeric UID[:GID]")),
+    Bad("container-user", ERROR, 7, "mods", ("mod 'patch-qwen': __init__.py is empty", "as container_user '1000:1000'"),
+        "bad-empty-file", col=9),
     Bad("remove-unused", WARNING, 3, "remove_args", ("'--enforce-eagre'", "not set by any parent"), col=16),
     Bad("shell-literal", WARNING, 11, "args", ("'$HOME/templates/qwen3.jinja'", "reaches the engine literally",
                                                 "recipegen runs no shell", "expanded $HOME"), col=24),
