@@ -144,3 +144,25 @@ def test_the_probe_asks_the_engines_host_and_port(tmp_path: Path, host: str | No
     with engine(listen, port):
         result = probe(argv)
     assert result.returncode == 0, (argv[-1], result.stderr)
+
+
+def test_up_asks_a_tls_head_over_https_without_verifying_its_certificate(
+        tmp_path: Path, certificate: tuple[Path, Path]):
+    """`recipegen up` waits for the head from the deploying machine: a head given a certificate is asked over
+    https (over http it never looks ready, and `up` would time out on a head that serves)."""
+    from generator.cli.deploy import compiled
+    from generator.deploy import readiness
+
+    port = free_port("127.0.0.1")
+    healthcheck(tmp_path, "vllm", ["--port", str(port), "--ssl-certfile", "/certs/spark1.pem"])
+    previous = Path.cwd()
+    os.chdir(tmp_path)
+    try:
+        dep = compiled("r", None, None)
+    finally:
+        os.chdir(previous)
+    assert dep.url == f"https://{dep.head.node.ssh_host}:{port}"
+    local = dep.url.replace(dep.head.node.ssh_host, "127.0.0.1")
+    with engine("127.0.0.1", port, tls=certificate):
+        assert readiness._get(f"{local}/health") == b""
+        assert readiness._get(f"{local.replace('https:', 'http:')}/health") is None

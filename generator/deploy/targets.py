@@ -80,7 +80,10 @@ class CompiledDeployment(Deployment):
 
     @property
     def url(self) -> str:
-        return f"http://{self.head.node.ssh_host}:{self.plan.serve_port}"
+        """Where the head serves, as seen from here: https when the engine was given a certificate."""
+        health = self.node_plan(self.head).health
+        scheme = "https" if health is not None and health.tls else "http"
+        return f"{scheme}://{self.head.node.ssh_host}:{self.plan.serve_port}"
 
 
 def deployment(plan: RecipePlan, files: dict[str, str], out_dir: Path) -> CompiledDeployment:
