@@ -66,9 +66,27 @@ def connect(port: int) -> socket.socket:
     raise TimeoutError("the receiver never listened")
 
 
-# The agent as an engine image with a Python older than 3.10 runs it: no os.splice, so bytes go through a buffer.
-WITHOUT_SPLICE = [sys.executable, "-c", "import os, runpy, sys; del os.splice; sys.argv = sys.argv[1:]; "
-                  "runpy.run_path(sys.argv[0], run_name='__main__')", AGENT]
+
+
+def agent_without(*names: str) -> list[str]:
+    """The agent as an engine image with an older Python runs it: these functions of `os` missing."""
+    gone = "; ".join(f"del os.{name}" for name in names)
+    return [sys.executable, "-c", f"import os, runpy, sys; {gone}; sys.argv = sys.argv[1:]; "
+            "runpy.run_path(sys.argv[0], run_name='__main__')", AGENT]
+
+
+# Python 3.7 to 3.9: no os.splice, so bytes go through a buffer; 3.6: no os.preadv either.
+WITHOUT_SPLICE = agent_without("splice")
+PYTHON_36 = agent_without("splice", "preadv")
+# A file system splice(2) cannot write to (EINVAL since Linux 5.9): splicing into the pipe works, into a file not.
+NO_SPLICE_WRITES = [sys.executable, "-c", "import errno, os, runpy, sys\nreal = os.splice\n"
+                    "def splice(src, dst, count, offset_src=None, offset_dst=None, flags=0):\n"
+                    "    if offset_dst is not None: raise OSError(errno.EINVAL, 'Invalid argument')\n"
+                    "    return real(src, dst, count, offset_src, offset_dst, flags)\n"
+                    "os.splice = splice; sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name='__main__')",
+                    AGENT]
+AGENTS = pytest.mark.parametrize("agent", [None, WITHOUT_SPLICE, PYTHON_36, NO_SPLICE_WRITES],
+                                 ids=["splice", "no-splice", "python-3.6", "no-splice-writes"])
 
 
 def receivers(targets: list[Path], port: int, agent: list[str] | None = None,
@@ -136,7 +154,7 @@ def caches(tmp_path: Path) -> tuple[Path, list[Path], dict[str, bytes]]:
     return source, targets, blobs
 
 
-@pytest.mark.parametrize("agent", [None, WITHOUT_SPLICE], ids=["splice", "no-splice"])
+@AGENTS
 def test_chain_makes_targets_identical_and_second_run_copies_nothing(caches, agent) -> None:
     source, targets, blobs = caches
     sent, lasts = copy(source, targets, agent)
@@ -196,7 +214,7 @@ def test_a_target_holding_a_file_whole_passes_it_on(caches) -> None:
     assert tree(targets[0]) == tree(source) == tree(targets[1])
 
 
-@pytest.mark.parametrize("agent", [None, WITHOUT_SPLICE], ids=["splice", "no-splice"])
+@AGENTS
 def test_a_target_failing_midway_still_passes_the_stream_on(caches, agent) -> None:
     """The first target's writes fail 1 MiB into the big blob (EFBIG, as a full disk fails them): it reports
     the error, keeps a partial that never looks complete and shows no snapshot, while every byte still reaches
@@ -212,6 +230,43 @@ def test_a_target_failing_midway_still_passes_the_stream_on(caches, agent) -> No
     sent, lasts = copy(source, targets)
     assert sent["sent"] == len(blobs[big]) - failed.partial[f"{REPO}/blobs/{big}"]
     assert tree(targets[0]) == tree(source)
+
+
+def test_a_full_size_partial_is_verified_and_renamed_not_taken_as_whole(caches) -> None:
+    """A run cut after the last byte but before the rename (Ctrl-C while the hash catches up) leaves a partial
+    of full size: the next run counts the node incomplete, and its receiver verifies and renames the file."""
+    source, targets, blobs = caches
+    big = max(blobs, key=lambda n: len(blobs[n]))
+    partial_of(targets[0], blobs, len(blobs[big]))
+    entries = hf.manifest(state(source), REPO, None)
+    assert not hf.complete(entries, state(targets[0]))
+    sent, lasts = copy(source, targets[:1])
+    assert sent["sent"] == sum(len(b) for n, b in blobs.items() if n != big)
+    assert tree(targets[0]) == tree(source) and hf.complete(entries, state(targets[0]))
+    assert (targets[0] / "hub" / REPO / "snapshots" / COMMIT / "model.safetensors").read_bytes() == blobs[big]
+
+
+def test_an_empty_file_is_created(caches) -> None:
+    """An empty file (an empty __init__.py) has no bytes to carry but must still appear under its name."""
+    source, targets, _ = caches
+    empty = git_blob_id(b"")
+    (source / "hub" / REPO / "blobs" / empty).write_bytes(b"")
+    (source / "hub" / REPO / "snapshots" / COMMIT / "__init__.py").symlink_to(f"../../blobs/{empty}")
+    copy(source, targets)
+    for target in targets:
+        assert tree(target) == tree(source)
+        assert (target / "hub" / REPO / "snapshots" / COMMIT / "__init__.py").read_bytes() == b""
+
+
+def test_a_receiver_that_cannot_listen_says_so_in_one_line(tmp_path: Path) -> None:
+    port = free_port()
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.2", port))
+        taken.listen(1)
+        done = subprocess.run([sys.executable, AGENT, "recv", str(tmp_path), "127.0.0.2", str(port)],
+                              capture_output=True, text=True, timeout=30)
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines() == [f"cannot listen on 127.0.0.2:{port}: Address already in use"]
 
 
 def test_wrong_bytes_are_never_renamed_complete(caches) -> None:

@@ -79,7 +79,12 @@ def _copy(source: Target, todo: list[Target], image: str, want: str, port: int) 
     for t in todo:
         c = copied[t.name]
         error = c.error
-        got = None if error else t.docker.image_id(image)
+        got = None
+        if error is None:
+            try:
+                got = t.docker.image_id(image)
+            except DockerError as exc:  # this node's result, not the end of every other node's
+                error = f"cannot read the image id after the load: {reason(exc)}"
         if error is None and got != want:
             error = f"image id after load is {got}, expected {want}"
         results[t.name] = (_failed(t.name, codes.IMAGE_COPY_FAILED, f"{c.how}: {error}") if error

@@ -28,6 +28,7 @@ network stack (every node of the lab; a Spark's cores also serve a 200 Gb/s link
 the network itself. The hash is what remains: sha256 runs at 1.5 to 2.5 GB/s per core.
 """
 
+import errno
 import fcntl
 import hashlib
 import json
@@ -47,6 +48,7 @@ CHUNK = 4 << 20
 SYNC_EVERY = 64 << 20
 F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)  # the constant is in fcntl from Python 3.10
 SPLICE = hasattr(os, "splice")  # Python 3.10+
+PREADV = hasattr(os, "preadv")  # Python 3.7+
 HEX64 = re.compile(r"[0-9a-f]{64}")
 HEX40 = re.compile(r"[0-9a-f]{40}")
 
@@ -105,9 +107,9 @@ def connect(host: str, port: int, wait: float = 120.0) -> socket.socket:
             sock = socket.create_connection((host, port), timeout=30)
             sock.settimeout(600)
             return sock
-        except OSError:
+        except OSError as exc:
             if time.monotonic() > deadline:
-                raise
+                raise SystemExit("cannot reach the next node at %s:%d after %.0fs: %s" % (host, port, wait, exc))
             time.sleep(0.2)
 
 
@@ -186,6 +188,7 @@ class Splicer:
 
     def __init__(self) -> None:
         self.r, self.w = os.pipe()
+        self.to_files = True
         self.size = 65536
         for size in (CHUNK, 1 << 20):  # a bigger pipe: fewer system calls (root may exceed pipe-max-size)
             try:
@@ -199,6 +202,15 @@ class Splicer:
         bytes taken off the socket but not written (the caller still owes them downstream) and the error."""
         done = 0
         while done < n:
+            if not self.to_files:  # this file system takes no splice writes: through a buffer
+                data = os.read(src, min(n - done, CHUNK))
+                if not data:
+                    raise SystemExit("the upstream node closed the stream early (%s)" % what)
+                put, failed = pwrite_all(fd, data, offset + done)
+                done += put
+                if failed is not None:
+                    return done, data[put:], failed
+                continue
             got = os.splice(src, self.w, min(n - done, self.size))
             if not got:
                 raise SystemExit("the upstream node closed the stream early (%s)" % what)
@@ -210,25 +222,39 @@ class Splicer:
                     stranded = b""
                     while len(stranded) < left:
                         stranded += os.read(self.r, left - len(stranded))
-                    return done, stranded, exc
+                    if exc.errno != errno.EINVAL or not self.to_files:
+                        return done, stranded, exc
+                    # splice(2) cannot write to every file system (since Linux 5.9 one without splice_write
+                    # refuses it): write these bytes and the rest of the run through a buffer
+                    self.to_files = False
+                    put, failed = pwrite_all(fd, stranded, offset + done)
+                    done += put
+                    if failed is not None:
+                        return done, stranded[put:], failed
+                    break
                 done += put
                 left -= put
         return done, b"", None
 
 
+def pwrite_all(fd: int, data: bytes, offset: int) -> "tuple[int, Optional[OSError]]":
+    """Write data at offset: the bytes written, and the error that stopped it short, if any."""
+    view, done = memoryview(data), 0
+    try:
+        while done < len(data):
+            done += os.pwrite(fd, view[done:], offset + done)
+    except OSError as exc:
+        return done, exc
+    return done, None
+
+
 def pwrite_from(sock: socket.socket, buf: memoryview) -> "Callable[[int, int, int, int, str], tuple[int, bytes, Optional[OSError]]]":
-    """Splicer.into without splice (Python before 3.10, or a file system splice cannot write to): the bytes go
-    through a buffer."""
+    """Splicer.into without splice (Python before 3.10): the bytes go through a buffer."""
 
     def into(src: int, fd: int, offset: int, n: int, what: str) -> "tuple[int, bytes, Optional[OSError]]":
-        data = memoryview(fill(sock, buf, n, what))
-        done = 0
-        try:
-            while done < n:
-                done += os.pwrite(fd, data[done:], offset + done)
-        except OSError as exc:
-            return done, bytes(data[done:]), exc
-        return done, b"", None
+        data = fill(sock, buf, n, what)
+        done, failed = pwrite_all(fd, data, offset)
+        return done, data[done:], failed
 
     return into
 
@@ -273,11 +299,29 @@ class Forwarder(Worker):
         self.down = down
         self.fd = down.fileno()
 
+    def run(self) -> None:
+        while True:
+            item = self.q.get()
+            if item is None:
+                return
+            if isinstance(item, tuple) and item[0] == "close":
+                os.close(item[1])  # even after an error: the descriptor is the forwarder's alone
+            elif self.error is None:
+                try:
+                    self.send(item)
+                except Exception as exc:
+                    self.error = exc
+                    try:  # the next node learns at once that the stream is cut, not after its timeout
+                        self.down.shutdown(socket.SHUT_RDWR)
+                    except OSError:
+                        pass
+
+    def put(self, item: Any) -> None:
+        self.q.put(item)  # every item, so that "close" items reach run() after an error too
+
     def send(self, item: Any) -> None:
         if isinstance(item, bytes):
             self.down.sendall(item)
-        elif item[0] == "close":
-            os.close(item[1])
         else:
             _, fd, offset, count = item
             while count:
@@ -341,10 +385,15 @@ class FileSink:
         if self.hasher is not None:
             view = memoryview(self.buf)
             while count:
-                n = os.preadv(self.fd, [view[:min(count, CHUNK)]], offset)
+                if PREADV:
+                    n = os.preadv(self.fd, [view[:min(count, CHUNK)]], offset)
+                    data = view[:n]
+                else:  # Python 3.6: a new bytes object per read
+                    data = memoryview(os.pread(self.fd, min(count, CHUNK), offset))
+                    n = len(data)
                 if not n:
                     raise OSError("%s: shorter on disk than written" % self.partial)
-                self.hasher.update(view[:n])
+                self.hasher.update(data)
                 offset += n
                 count -= n
         self.unsynced += span[1]
@@ -479,16 +528,30 @@ def receive_file(root: str, entry: Dict[str, Any], up: socket.socket, buf: memor
     return None
 
 
-def recv(root: str, bind: str, port: str, next_host: Optional[str] = None,
-         next_port: Optional[str] = None) -> None:
+def listen_once(bind: str, port: str) -> socket.socket:
+    """The one connection from upstream, on BIND:PORT."""
     server = socket.socket(socket.AF_INET6 if ":" in bind else socket.AF_INET, socket.SOCK_STREAM)
     server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    server.bind((bind, int(port)))
+    try:
+        server.bind((bind, int(port)))
+    except OSError as exc:
+        raise SystemExit("cannot listen on %s:%s: %s" % (bind, port, exc.strerror or exc))
     server.listen(1)
-    server.settimeout(float(os.environ.get("RECIPEGEN_ACCEPT_TIMEOUT", "300")))
+    wait = float(os.environ.get("RECIPEGEN_ACCEPT_TIMEOUT", "300"))
+    server.settimeout(wait)
     say(listening=True)
-    up, _ = server.accept()
+    try:
+        up, _ = server.accept()
+    except socket.timeout:
+        raise SystemExit("no stream arrived on %s:%s within %.0fs" % (bind, port, wait))
     server.close()
+    up.settimeout(600)
+    return up
+
+
+def recv(root: str, bind: str, port: str, next_host: Optional[str] = None,
+         next_port: Optional[str] = None) -> None:
+    up = listen_once(bind, port)
     blocking(up, 600)
     raw = recv_exact(up, 8)
     head = recv_exact(up, struct.unpack(">Q", raw)[0])
@@ -542,7 +605,15 @@ def recv(root: str, bind: str, port: str, next_host: Optional[str] = None,
 
 
 def main(argv: List[str]) -> None:
-    mode, args = argv[0], argv[1:]
+    try:
+        run_mode(argv[0], argv[1:])
+    except OSError as exc:  # one line, not a traceback: it is what the person running recipegen reads
+        if exc.errno in (errno.EAGAIN, errno.ETIMEDOUT) or isinstance(exc, socket.timeout):
+            raise SystemExit("%s: the stream stalled: nothing moved for 600s (%s)" % (argv[0], exc))
+        raise SystemExit("%s: %s" % (argv[0], exc))
+
+
+def run_mode(mode: str, args: List[str]) -> None:
     if mode == "scan":
         scan(args[0], args[1:])
     elif mode == "send":
@@ -705,7 +776,7 @@ def image_send(sock_path: str, image: str, host: str, port: str) -> None:
     try:
         while True:
             chunk = answer.read(IMAGE_CHUNK)
-            if not chunk:
+            if not chunk or sender.error is not None:  # the first receiver is gone: no use reading the rest
                 break
             sender.put(IMAGE_FRAME.pack(len(chunk)) + chunk)
             sent += len(chunk)
@@ -724,20 +795,6 @@ def image_send(sock_path: str, image: str, host: str, port: str) -> None:
     say(sent=sent, done=True, error=error)
     if error:
         raise SystemExit(1)
-
-
-def listen_once(bind: str, port: str) -> socket.socket:
-    """The one connection from upstream, on BIND:PORT."""
-    server = socket.socket(socket.AF_INET6 if ":" in bind else socket.AF_INET, socket.SOCK_STREAM)
-    server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    server.bind((bind, int(port)))
-    server.listen(1)
-    server.settimeout(float(os.environ.get("RECIPEGEN_ACCEPT_TIMEOUT", "300")))
-    say(listening=True)
-    up, _ = server.accept()
-    server.close()
-    up.settimeout(600)
-    return up
 
 
 def image_recv(sock_path: str, bind: str, port: str, next_host: Optional[str] = None,

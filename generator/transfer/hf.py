@@ -109,9 +109,15 @@ def have(entry: Entry, state: RepoState) -> int:
     return partial if partial <= entry.size else 0
 
 
+def whole(entry: Entry, state: RepoState) -> bool:
+    """The file is under its final name at its full size (renamed only once verified). A partial file of full
+    size is not whole: its hash is unchecked and it has no final name, so the engine cannot see it."""
+    return state.files.get(entry.path) == entry.size
+
+
 def complete(entries: list[Entry], state: RepoState) -> bool:
     for entry in entries:
-        if entry.kind == "file" and have(entry, state) != entry.size:
+        if entry.kind == "file" and not whole(entry, state):
             return False
         if entry.kind == "link" and state.links.get(entry.path) != entry.target:
             return False
@@ -126,16 +132,17 @@ def missing_bytes(entries: list[Entry], state: RepoState) -> int:
 
 def stream_plan(entries: list[Entry], states: list[RepoState]) -> list[dict[str, Any]]:
     """The entries of one chain: each file from the fewest bytes any of its targets holds (a receiver with more
-    passes the bytes it has over); files whole on every target are left out. Links and refs always go: a
-    receiver leaves one that is already right alone."""
+    passes the bytes it has over); files whole on every target are left out. A file some target lacks goes even
+    with no bytes to carry (an empty file, or a partial of full size that a cut run never verified and renamed):
+    the receiver then checks and renames what it has. Links and refs always go: a receiver leaves one that is
+    already right alone."""
     plan = []
     for entry in entries:
         if entry.kind != "file":
             plan.append(entry.as_json())
             continue
-        start = min(have(entry, s) for s in states)
-        if start < entry.size:
-            plan.append(entry.as_json(start))
+        if not all(whole(entry, s) for s in states):
+            plan.append(entry.as_json(min(have(entry, s) for s in states)))
     return plan
 
 

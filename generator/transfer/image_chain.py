@@ -162,13 +162,15 @@ def choose_helper(helpers: Helpers, node: OnNode, image: str) -> Helper | str:
 # --- the chain ---------------------------------------------------------------------------------------------
 
 def leg_error(returncode: int, last: dict[str, object], stderr: str, upstream: str | None,
-              send_error: str | None) -> str | None:
+              send_error: str | None, listened: bool = True) -> str | None:
     """One receiver's error from its exit and its last JSON line (None: loaded). A receiver downstream of a
     broken link failed because of it, and says so rather than repeating a cut-stream message."""
     if returncode == 0 and last.get("done") and not last.get("error"):
         return None
     if last.get("done") and last.get("error"):
         return f"docker load: {last['error']}"
+    if not listened:  # it failed on its own before any stream: the others' errors follow from its
+        return _last_line(stderr) or f"helper exited {returncode}"
     if send_error:
         return f"the source could not send: {send_error}"
     if upstream:
@@ -207,7 +209,7 @@ def chain(helpers: Helpers, source: Helper, targets: list[Helper], image: str, p
     upstream: str | None = None
     how = f"copied from {source.node.name} node to node"
     for proc, target in zip(procs, targets):
-        error = leg_error(proc.popen.returncode or 0, proc.last, proc.stderr, upstream, send_error)
+        error = leg_error(proc.popen.returncode or 0, proc.last, proc.stderr, upstream, send_error, proc.listened)
         results[target.node.name] = Copied(f"{how} (helper image {target.image})", error,
                                            int(str(proc.last.get("got", 0))), float(str(proc.last.get("seconds", 0))))
         if error and not proc.last.get("done") or proc.last.get("forward_error"):
@@ -257,7 +259,11 @@ def _copy(helpers: Helpers, source: Target, targets: list[Target], image: str, p
     failed = {n: f"node to node failed: {c.error}" for n, c in done.items() if c.error}
     results.update({n: c for n, c in done.items() if not c.error})
     if failed:
-        results.update(through_here(source, [t for t in targets if t.name in failed], image, failed))
+        try:
+            results.update(through_here(source, [t for t in targets if t.name in failed], image, failed))
+        except Exception as exc:  # noqa: BLE001 - reported per target, like the side path above
+            results.update({n: Copied(f"copied from {source.name} through this machine ({w})", reason(exc))
+                            for n, w in failed.items()})
     return results
 
 

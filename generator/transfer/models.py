@@ -161,6 +161,7 @@ class _Proc:
     popen: subprocess.Popen[bytes]
     last: dict[str, Any] = field(default_factory=dict)
     stderr: str = ""
+    listened: bool = False  # a receiver that never listened failed on its own, whatever failed after it
 
 
 def _follow(proc: _Proc, on_line: Callable[[dict[str, Any]], None]) -> threading.Thread:
@@ -175,6 +176,7 @@ def _follow(proc: _Proc, on_line: Callable[[dict[str, Any]], None]) -> threading
             except ValueError:
                 continue
             proc.last = line
+            proc.listened = proc.listened or bool(line.get("listening"))
             on_line(line)
         collect.join()
     thread = threading.Thread(target=read, daemon=True)
@@ -223,6 +225,8 @@ def chain(helpers: Helpers, source: Peer, targets: list[Peer], plan: list[dict[s
         last = proc.last
         if proc.popen.returncode == 0 and last.get("done"):
             results[proc.target.name] = None
+        elif not proc.listened:
+            results[proc.target.name] = _last_line(proc.stderr) or f"exit {proc.popen.returncode}"
         elif last.get("errors"):
             results[proc.target.name] = "; ".join(last["errors"])
         elif upstream_failed or send_error:
