@@ -46,6 +46,7 @@ from typing import Any, Callable, Dict, List, Optional
 PARTIAL = ".recipegen-partial"
 CHUNK = 4 << 20
 SYNC_EVERY = 64 << 20
+STALL = 600  # seconds a socket may move nothing before the copy is given up
 F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)  # the constant is in fcntl from Python 3.10
 SPLICE = hasattr(os, "splice")  # Python 3.10+
 PREADV = hasattr(os, "preadv")  # Python 3.7+
@@ -105,7 +106,7 @@ def connect(host: str, port: int, wait: float = 120.0) -> socket.socket:
     while True:
         try:
             sock = socket.create_connection((host, port), timeout=30)
-            sock.settimeout(600)
+            sock.settimeout(STALL)
             return sock
         except OSError as exc:
             if time.monotonic() > deadline:
@@ -274,15 +275,23 @@ class Worker(threading.Thread):
             item = self.q.get()
             if item is None:
                 return
-            if self.error is None:
-                try:
-                    self.fn(item)
-                except Exception as exc:  # reported by whoever owns the worker
-                    self.error = exc
+            if self.error is not None:
+                self.skipped(item)  # drained, so whoever puts is never stuck behind a worker that failed
+                continue
+            try:
+                self.fn(item)
+            except Exception as exc:  # reported by whoever owns the worker
+                self.error = exc
+                self.failed()
+
+    def skipped(self, item: Any) -> None:
+        """An item that came after the worker failed."""
+
+    def failed(self) -> None:
+        """The worker has just failed."""
 
     def put(self, item: Any) -> None:
-        if self.error is None:
-            self.q.put(item)
+        self.q.put(item)
 
     def finish(self) -> None:
         self.q.put(None)
@@ -299,29 +308,11 @@ class Forwarder(Worker):
         self.down = down
         self.fd = down.fileno()
 
-    def run(self) -> None:
-        while True:
-            item = self.q.get()
-            if item is None:
-                return
-            if isinstance(item, tuple) and item[0] == "close":
-                os.close(item[1])  # even after an error: the descriptor is the forwarder's alone
-            elif self.error is None:
-                try:
-                    self.send(item)
-                except Exception as exc:
-                    self.error = exc
-                    try:  # the next node learns at once that the stream is cut, not after its timeout
-                        self.down.shutdown(socket.SHUT_RDWR)
-                    except OSError:
-                        pass
-
-    def put(self, item: Any) -> None:
-        self.q.put(item)  # every item, so that "close" items reach run() after an error too
-
     def send(self, item: Any) -> None:
         if isinstance(item, bytes):
             self.down.sendall(item)
+        elif item[0] == "close":
+            os.close(item[1])
         else:
             _, fd, offset, count = item
             while count:
@@ -330,6 +321,16 @@ class Forwarder(Worker):
                     raise OSError("%d bytes short of the file's end while forwarding" % count)
                 offset += n
                 count -= n
+
+    def skipped(self, item: Any) -> None:
+        if isinstance(item, tuple) and item[0] == "close":
+            os.close(item[1])  # even after an error: the descriptor is the forwarder's alone
+
+    def failed(self) -> None:
+        try:  # the next node learns at once that the stream is cut, not after its timeout
+            self.down.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
 
 
 def blob_hasher(name: str, size: int) -> Optional[Any]:
@@ -545,14 +546,14 @@ def listen_once(bind: str, port: str) -> socket.socket:
     except socket.timeout:
         raise SystemExit("no stream arrived on %s:%s within %.0fs" % (bind, port, wait))
     server.close()
-    up.settimeout(600)
+    up.settimeout(STALL)
     return up
 
 
 def recv(root: str, bind: str, port: str, next_host: Optional[str] = None,
          next_port: Optional[str] = None) -> None:
     up = listen_once(bind, port)
-    blocking(up, 600)
+    blocking(up, STALL)
     raw = recv_exact(up, 8)
     head = recv_exact(up, struct.unpack(">Q", raw)[0])
     plan = json.loads(head)
@@ -560,7 +561,7 @@ def recv(root: str, bind: str, port: str, next_host: Optional[str] = None,
     down: Optional[socket.socket] = None
     if next_host and next_port:
         down = connect(next_host, int(next_port))
-        blocking(down, 600)
+        blocking(down, STALL)
         down.sendall(raw + head)
         forward = Forwarder(down)
         forward.start()
@@ -609,7 +610,7 @@ def main(argv: List[str]) -> None:
         run_mode(argv[0], argv[1:])
     except OSError as exc:  # one line, not a traceback: it is what the person running recipegen reads
         if exc.errno in (errno.EAGAIN, errno.ETIMEDOUT) or isinstance(exc, socket.timeout):
-            raise SystemExit("%s: the stream stalled: nothing moved for 600s (%s)" % (argv[0], exc))
+            raise SystemExit("%s: the stream stalled: nothing moved for %ds (%s)" % (argv[0], STALL, exc))
         raise SystemExit("%s: %s" % (argv[0], exc))
 
 
@@ -758,7 +759,7 @@ def ping(sock_path: str) -> None:
 
 
 def image_send(sock_path: str, image: str, host: str, port: str) -> None:
-    api = EngineAPI(sock_path, 600)
+    api = EngineAPI(sock_path, STALL)
     try:
         api.request("GET", "/images/get?names=" + quote(image, safe=""))
         answer = api.getresponse()

@@ -223,12 +223,8 @@ def copy_image(source: Target, targets: list[Target], image: str, port: int) -> 
     """The image from source to every target: node to node where both ends can run a helper, through this
     machine for the others and for any node-to-node copy that failed. Any exception (Ctrl-C too) removes every
     helper container before it goes on up."""
-    helpers = Helpers()
-    try:
+    with Helpers() as helpers:
         return _copy(helpers, source, targets, image, port)
-    except BaseException:
-        helpers.remove_all()
-        raise
 
 
 def _copy(helpers: Helpers, source: Target, targets: list[Target], image: str, port: int) -> dict[str, Copied]:

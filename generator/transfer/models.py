@@ -116,6 +116,14 @@ class Helpers:
             "--network", "host", *options, *env_flags, "--entrypoint", entrypoint,
             image, *(("-c", AGENT) if entrypoint == "python3" else ()), *args)
 
+    def __enter__(self) -> Helpers:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, *_: object) -> None:
+        """Any exception (Ctrl-C too) removes every helper container on every node before it goes on up."""
+        if kind is not None:
+            self.remove_all()
+
     def remove_all(self) -> None:
         with self.lock:
             started = list(self.started)
@@ -247,12 +255,8 @@ def _last_line(text: str) -> str:
 def sync_models(targets: list[Peer], reporter: Reporter, rev: str | None, port: int) -> list[NodeResult]:
     """Every model of the plan (at revision `rev`, None: main) on every target; receivers listen on `port`.
     Any exception (Ctrl-C too) removes every helper container on every node before it goes on up."""
-    helpers = Helpers()
-    try:
+    with Helpers() as helpers:
         return _sync(helpers, targets, reporter, rev, port)
-    except BaseException:
-        helpers.remove_all()
-        raise
 
 
 def _sync(helpers: Helpers, targets: list[Peer], reporter: Reporter, rev: str | None,
