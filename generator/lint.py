@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
+from generator import lint_ray
 from generator.argwords import group_flags, json_problem
 from generator.diagnostics import Diagnostic, Severity
 from generator.engines import OWNED_ENV, OWNED_FLAGS, OWNED_RAY_FLAGS
@@ -74,6 +75,10 @@ def rule(rule_id: str, severity: Severity, summary: str, needs_cluster: bool = F
         RULES.append(Rule(rule_id, severity, summary, fn, needs_cluster))
         return fn
     return register
+
+
+for _ray_rule in lint_ray.RULES:  # the `ray_args` rules live in their own module
+    rule(*_ray_rule[:3])(_ray_rule[3])
 
 
 def lint_recipe(recipe: Recipe, cluster: Cluster | None) -> list[Diagnostic]:
@@ -489,7 +494,7 @@ def _cluster_ray_flags(doc: TomlDocument) -> list[Diagnostic]:
         return []  # loading the cluster reports the quoting
     return [Diagnostic(doc.shown, group.args[0].origin.line, group.args[0].origin.col, "ray_args",
                        f"'{group.flag}' is set by the compiler: {OWNED_RAY_FLAGS[group.flag]}", ERROR, "owned-flag")
-            for group in group_flags(words) if group.flag in OWNED_RAY_FLAGS]
+            for group in group_flags(words) if group.flag in OWNED_RAY_FLAGS] + lint_ray.cluster_findings(doc, words)
 
 
 @rule("engine-release", WARNING, "the image's engine release lacks a flag the compiler writes (rank wiring)")

@@ -103,6 +103,12 @@ CASES = [
     Bad("flag-value", ERROR, 11, "args", ("'--max-num-seqs' takes an integer, not '6.5'", "vllm 0.34.0"), col=5),
     Bad("engine-release", WARNING, 3, "docker_image", ("vllm 0.11.0 has no --nnodes", "it is in 0.31.0 and later",
                                                        "distributed_backend = 'ray'"), col=1),
+    Bad("ray-option", WARNING, 11, "ray_args", ("'--num-cpu' is not a `ray start` option of Ray 2.60.0",
+                                                 "did you mean '--num-cpus'?"), col=5),
+    Bad("ray-value", ERROR, 11, "ray_args", ("'--num-cpus' takes a value", "'--disable-usage-stats'"), col=5),
+    Bad("ray-word", ERROR, 11, "ray_args", ("'true' is no option's value", "takes no positional word"), col=30),
+    Bad("ray-unused", WARNING, 10, "ray_args", ("ignored", "starts no Ray", "distributed_backend is not 'ray'"),
+        col=5),
 ]
 RULE_IDS = [r.id for r in RULES]
 
