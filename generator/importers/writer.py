@@ -1,0 +1,110 @@
+"""An import as commented TOML, and its all-or-nothing write into recipes/<id>/.
+
+Every value carries a comment naming its source (`# x.yaml: defaults.max_model_len`), so a reader can check the
+translation line by line. Output is a function of the import alone: a second import of the same file gives the
+same bytes. The folder is staged beside its final place and renamed in one step: a failure leaves nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import tempfile
+import tomllib
+from pathlib import Path
+
+from generator.importers.base import ImportedRecipe, TomlValue
+
+SCHEMA_LINE = "#:schema ../../schema/recipe.schema.json"
+_BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+
+
+def render(imported: ImportedRecipe, schema_line: str = SCHEMA_LINE) -> str:
+    src = imported.source.name
+    out = [schema_line, f"# Imported by `recipegen import` from {src} ({imported.peer}), "
+                        + "; ".join(imported.notes) + "."]
+    out += ["# Each value names the peer key (or the launcher behaviour) it comes from."]
+    for note in imported.not_carried:
+        out.append(_comment(f"not carried: {src}:{note.line or '?'}: {note.key}: {note.message}"))
+    for field in imported.fields:
+        out.extend(_entry(field.key, field.value, field.source))
+    if imported.env:
+        out += ["", "[env]"]
+        for var in imported.env:
+            out.extend(_entry(var.name, var.value, var.source))
+    text = "\n".join(out) + "\n"
+    _check(text, imported)
+    return text
+
+
+def _entry(key: str, value: TomlValue, source: str) -> list[str]:
+    name = key if _BARE_KEY.match(key) else _basic(key)
+    rendered = _value(value)
+    if "\n" in rendered:  # a multi-line value: its comment goes above it
+        return [_comment(source), f"{name} = {rendered}"]
+    return [f"{name} = {rendered}  {_comment(source)}"]
+
+
+def _comment(text: str) -> str:
+    return "# " + _CONTROL.sub(" ", text.replace("\n", " "))
+
+
+def _value(value: TomlValue) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, list):
+        items = [_inline(v) if isinstance(v, dict) else _string(v) for v in value]
+        if any("\n" in i for i in items) or sum(len(i) for i in items) > 80:
+            return "[\n" + "".join(f"    {i},\n" for i in items) + "]"
+        return "[" + ", ".join(items) + "]"
+    return _string(value)
+
+
+def _inline(table: dict[str, str]) -> str:
+    return "{" + ", ".join(f"{k} = {_basic(v)}" for k, v in table.items()) + "}"
+
+
+def _string(text: str) -> str:
+    """A multi-line command as a literal block (byte for byte, as written), anything else as a basic string."""
+    if "\n" in text and "'''" not in text and not text.endswith("'") and not _CONTROL.search(text) \
+            and "\r" not in text:
+        return "'''\n" + text + "'''"
+    return _basic(text)
+
+
+def _basic(text: str) -> str:
+    return json.dumps(text, ensure_ascii=False).replace("\x7f", "\\u007f")
+
+
+def _check(text: str, imported: ImportedRecipe) -> None:
+    """The TOML reads back as exactly the values imported (a writer bug must never reach a recipe)."""
+    data = tomllib.loads(text)
+    wrong = [f.key for f in imported.fields if data.get(f.key) != f.value]
+    if wrong or {v.name: v.value for v in imported.env} != data.get("env", {}):
+        raise ValueError(f"recipegen import wrote TOML that reads back differently: {wrong or ['env']}")
+
+
+def write_recipe(folder: Path, text: str, imported: ImportedRecipe) -> None:
+    """recipes/<id>/ with recipe.toml and mods/<name>/ copied, swapped in whole (the caller decides whether an
+    existing folder may be replaced)."""
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    stage = Path(tempfile.mkdtemp(prefix=f".{folder.name}.import-", dir=folder.parent))
+    try:
+        (stage / "recipe.toml").write_text(text, "utf-8")
+        for mod in imported.mods:
+            shutil.copytree(mod.folder, stage / "mods" / mod.name, symlinks=False)
+        if folder.exists():
+            old = folder.parent / f".{folder.name}.replaced-{os.getpid()}"
+            os.rename(folder, old)
+            os.rename(stage, folder)
+            shutil.rmtree(old)
+        else:
+            os.rename(stage, folder)
+    finally:
+        if stage.exists():
+            shutil.rmtree(stage)
