@@ -1,0 +1,200 @@
+"""`recipegen import`: the peer-corpus comparison of imported recipes is in tests/test_peers.py (variant
+"import"); here the command itself: validation of what it writes, byte-stable output, eugr's rendering and Ray
+choice, every key carried or named, and bad input refused with one line and nothing written."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tomllib
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from generator.cli import main
+
+ROOT = Path(__file__).resolve().parent.parent
+PEERS = ROOT / "tests" / "peers"
+ORIGINALS = sorted((c, json.loads((c / "peer.json").read_text())["original"]["file"]) for c in PEERS.iterdir()
+                   if (c / "peer.json").is_file() and "original" in json.loads((c / "peer.json").read_text()))
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch) -> Path:
+    (tmp_path / "recipes").mkdir()
+    shutil.copytree(ROOT / "schema", tmp_path / "schema")  # the recipes' #:schema directive reaches it
+    shutil.copy(PEERS / "cluster.toml", tmp_path / "cluster.toml")
+    (tmp_path / "cluster.toml").write_text((PEERS / "cluster.toml").read_text().replace("../../schema", "./schema"))
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def run(*args: str):
+    result = CliRunner().invoke(main, list(args))
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.output
+    assert "Traceback" not in result.output
+    return result
+
+
+def tree(root: Path) -> dict[str, bytes]:
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize("folder,original", ORIGINALS, ids=[c.name for c, _ in ORIGINALS])
+def test_imported_recipe_validates_and_a_second_import_gives_the_same_bytes(project, folder, original):
+    shutil.copytree(folder, project / "peer")
+    result = run("import", "--id", "x", str(project / "peer" / original))
+    assert result.exit_code == 0, result.output
+    recipe = project / "recipes" / "x" / "recipe.toml"
+    first = tree(project / "recipes")
+    assert recipe.read_text().startswith("#:schema ../../schema/recipe.schema.json\n")
+    checked = run("validate", str(recipe))
+    assert checked.exit_code == 0, checked.output
+    assert " error" not in checked.output
+    assert run("import", "--force", "--id", "x", str(project / "peer" / original)).exit_code == 0
+    assert tree(project / "recipes") == first
+    assert run("build", "x").exit_code == 0
+
+
+def test_every_value_names_its_source_key(project):
+    f = write(project / "peer" / "m.yaml", "recipe_version: '2'\nmodel: a/b\ncontainer: img:1\nmin_nodes: 2\n"
+              "defaults:\n  tensor_parallel: 2\n  max_model_len: 4096\n"
+              "command: vllm serve {model} -tp {tensor_parallel} --max-model-len {max_model_len}\n")
+    text = run("import", "--dry-run", str(f)).output
+    lines = [l for l in text.splitlines() if " = " in l and not l.startswith("#")]
+    assert lines and all("  # " in l for l in lines if not l.startswith("args")), text
+    assert 'docker_image = "img:1"  # m.yaml: container' in text
+    assert "tensor_parallel_size = 2  # m.yaml: command" in text
+    assert "--max-model-len 4096" in text and "-tp" not in text.split("args", 1)[1]
+    assert not (project / "recipes" / "m").exists()  # --dry-run writes nothing
+
+
+def test_sparkrun_keeps_unresolved_placeholders_and_json_braces_and_names_what_has_no_home(project):
+    f = write(project / "peer" / "r.yaml", """\
+recipe_version: "2"
+model: a/b
+container: img:1
+defaults:
+  port: 8000
+  spec: '{"method": "mtp"}'
+command: |
+  vllm serve {model} --port {port} \\
+    --speculative-config '{spec}' \\
+    --served-model-name {name}
+post_exec:
+  - echo done
+benchmark:
+  framework: llama-benchy
+builder: eugr
+""")
+    result = run("import", "--dry-run", str(f))
+    assert result.exit_code == 0, result.output
+    data = tomllib.loads(result.stdout)
+    assert "--speculative-config '{\"method\": \"mtp\"}'" in data["args"][0]
+    assert "{name}" in data["args"][0]  # sparkrun leaves a key without a value as written
+    for key in ("post_exec", "benchmark", "builder", "command"):
+        assert f"warning[not-carried]: {key}:" in result.stderr, key
+    assert "r.yaml:11:" in result.stderr  # post_exec's line
+    assert data["env"] == {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}  # solo: the common pair only
+
+
+EUGR = """\
+recipe_version: "1"
+name: Test
+container: vllm-node
+build_args: ["-f", "Dockerfile.x"]
+defaults:
+  tensor_parallel: 2
+  port: 8000
+env:
+  VLLM_X: "1"
+command: |
+  vllm serve org/model \\
+      --port {port} \\
+      -tp {tensor_parallel} \\
+      --distributed-executor-backend ray \\
+      --compilation-config '{{"cudagraph_mode": "FULL"}}'
+"""
+
+
+def test_eugr_renders_with_str_format_and_runs_without_ray_by_default(project):
+    f = write(project / "peer" / "e.yaml", EUGR)
+    result = run("import", "--dry-run", str(f))
+    assert result.exit_code == 0, result.output
+    data = tomllib.loads(result.stdout)
+    assert data["distributed_backend"] == "mp" and data["required_nodes"] == 2 and data["tensor_parallel_size"] == 2
+    assert data["model"] == "org/model" and data["entrypoint"] == ["vllm", "serve"]
+    assert "'{\"cudagraph_mode\": \"FULL\"}'" in data["args"][0]  # {{ }} are literal braces to str.format
+    assert "--distributed-executor-backend" not in data["args"][0] and "ray_args" not in data
+    assert data["env"] == {"VLLM_X": "1", "NCCL_IGNORE_CPU_AFFINITY": "1"}
+    assert {"host": "~/.cache/vllm", "container": "/root/.cache/vllm"} in data["extra_mounts"]
+    assert "warning[not-carried]: build_args:" in result.stderr and "e.yaml:4:" in result.stderr
+
+
+def test_eugr_ray_flag_keeps_ray(project):
+    f = write(project / "peer" / "e.yaml", EUGR)
+    data = tomllib.loads(run("import", "--ray", "--dry-run", str(f)).stdout)
+    assert data["distributed_backend"] == "ray" and data["ray_args"] == ["--disable-usage-stats"]
+    assert data["env"]["RAY_memory_monitor_refresh_ms"] == "0"
+
+
+def test_eugr_placeholder_without_default_is_an_error_on_its_line(project):
+    f = write(project / "peer" / "e.yaml", EUGR.replace("--port {port}", "--port {missing}"))
+    result = run("import", str(f))
+    assert result.exit_code == 1
+    assert "e.yaml:10:" in result.stderr and "'missing'" in result.stderr and len(result.stderr.splitlines()) == 1
+    assert not (project / "recipes" / "e").exists()
+
+
+@pytest.mark.parametrize("text,where", [
+    ("recipe_version: '2'\nmodel: [a\n", "x.yaml:3:"),  # not YAML: the line where it stops being YAML
+    ("recipe_version: '7'\nmodel: a\n", "x.yaml:1:"),  # a foreign version
+    ("- a\n- b\n", "x.yaml:1:"),  # not a mapping
+    ("recipe_version: '2'\nmodel: a\ncontainer: i\ncommand: llama-server -m x\n", "x.yaml:4:"),
+])
+def test_malformed_or_foreign_file_is_one_line_and_nothing_written(project, text, where):
+    f = write(project / "peer" / "x.yaml", text)
+    before = tree(project)
+    result = run("import", str(f))
+    assert result.exit_code == 1
+    assert len(result.stderr.splitlines()) == 1 and where in result.stderr, result.stderr
+    assert tree(project) == before
+
+
+def test_never_overwrites_without_force_and_a_failing_file_stops_all(project):
+    good = write(project / "peer" / "good.yaml", EUGR)
+    bad = write(project / "peer" / "bad.yaml", "recipe_version: '1'\nname: x\n")
+    assert run("import", str(good), str(bad)).exit_code == 1
+    assert not (project / "recipes" / "good").exists()  # nothing written when any file fails
+    assert run("import", str(good)).exit_code == 0
+    mine = project / "recipes" / "good" / "recipe.toml"
+    mine.write_text("# mine\n")
+    result = run("import", str(good))
+    assert result.exit_code == 1 and "--force" in result.stderr and mine.read_text() == "# mine\n"
+    assert run("import", "--force", str(good)).exit_code == 0 and mine.read_text().startswith("#:schema")
+
+
+def test_mods_are_found_where_the_peer_finds_them_and_copied(project):
+    write(project / "registry" / "mods" / "fix-a" / "run.sh", "#!/bin/sh\necho a\n")
+    f = write(project / "registry" / "recipes" / "deep" / "m.yaml",
+              "model: a/b\ncontainer: i\nmods: [mods/fix-a]\ncommand: vllm serve {model}\n")
+    assert run("import", str(f)).exit_code == 0
+    assert (project / "recipes" / "m" / "mods" / "fix-a" / "run.sh").read_text() == "#!/bin/sh\necho a\n"
+    missing = write(project / "peer" / "n.yaml", "model: a/b\ncontainer: i\nmods: [fix-b]\ncommand: vllm serve x\n")
+    result = run("import", str(missing))
+    assert result.exit_code == 1 and "fix-b" in result.stderr and "n.yaml:3:" in result.stderr
+
+
+def test_id_from_the_stem_and_usage_errors(project):
+    f = write(project / "peer" / "Qwen3.5-122B_fp8.yaml", EUGR)
+    assert run("import", str(f)).exit_code == 0
+    assert (project / "recipes" / "qwen3-5-122b_fp8" / "recipe.toml").is_file()
+    assert run("import", "--id", "a", str(f), str(f)).exit_code == 2
+    assert run("import", "--id", "Bad.Id", str(f)).exit_code == 1
