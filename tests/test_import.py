@@ -198,3 +198,64 @@ def test_id_from_the_stem_and_usage_errors(project):
     assert (project / "recipes" / "qwen3-5-122b_fp8" / "recipe.toml").is_file()
     assert run("import", "--id", "a", str(f), str(f)).exit_code == 2
     assert run("import", "--id", "Bad.Id", str(f)).exit_code == 1
+
+
+def test_a_secret_in_env_goes_to_pass_env_without_its_value(project):
+    f = write(project / "peer" / "s.yaml", "model: a/b\ncontainer: i\nenv:\n  HF_TOKEN: hf_abcdefghijklmnopqrstuvwxyz0123\n"
+              "  X: '1'\ncommand: vllm serve {model}\n")
+    result = run("import", str(f))
+    assert result.exit_code == 0, result.output
+    text = (project / "recipes" / "s" / "recipe.toml").read_text()
+    assert "hf_abcdefghijklmnopqrstuvwxyz0123" not in text
+    assert tomllib.loads(text)["pass_env"] == ["HF_TOKEN"]
+    assert "s.yaml:4:" in result.stderr and "HF_TOKEN" in result.stderr
+
+
+EUGR_ENV = """\
+# eugr .env
+CLUSTER_NODES="192.168.100.10,192.168.100.11"
+ETH_IF=enp1s0f0np0
+IB_IF='rocep1s0f0,roceP2p1s0f0'
+MASTER_PORT=29600
+CONTAINER_NAME=vllm_node
+CONTAINER_NCCL_DEBUG=INFO
+CONTAINER_HF_TOKEN="hf_abcdefghijklmnopqrstuvwxyz0123"
+COPY_HOSTS=x
+"""
+
+
+def test_eugr_env_becomes_the_cluster_file(project):
+    (project / "cluster.toml").unlink()
+    f = write(project / "eugr" / ".env", EUGR_ENV)
+    result = run("import", str(f))
+    assert result.exit_code == 0, result.output
+    text = (project / "cluster.toml").read_text()
+    assert text.startswith("#:schema ./schema/cluster.schema.json\n") and "hf_abcdefghij" not in text
+    data = tomllib.loads(text)
+    assert [(n["name"], n["address"], n["context"], n["ssh_host"]) for n in data["nodes"]] == [
+        ("spark1", "192.168.100.10", "spark1", "192.168.100.10"), ("spark2", "192.168.100.11", "spark2", "192.168.100.11")]
+    assert "ssh://root@192.168.100.10" in text  # the proposed context, with the schema's default user
+    assert data["master_port"] == 29600 and data["pass_env"] == ["HF_TOKEN"]
+    assert data["env"]["NCCL_SOCKET_IFNAME"] == data["env"]["GLOO_SOCKET_IFNAME"] == "enp1s0f0np0"
+    assert data["env"]["NCCL_IB_HCA"] == "rocep1s0f0,roceP2p1s0f0" and data["env"]["NCCL_DEBUG"] == "INFO"
+    assert "COPY_HOSTS" in result.stderr and ".env:9:" in result.stderr
+    checked = run("validate", "cluster.toml")
+    assert checked.exit_code == 0 and " error" not in checked.output, checked.output
+    assert run("import", str(f)).exit_code == 1  # never replaced without --force
+    assert run("import", "--force", str(f)).exit_code == 0 and (project / "cluster.toml").read_text() == text
+
+
+def test_sparkrun_cluster_file_becomes_the_cluster_file(project):
+    f = write(project / "c" / "duo.yaml", "name: duo\nhosts: [10.0.0.10, 10.0.0.11]\nuser: spark\n"
+              "cache_dir: /data/hf\ntransfer_interface: cx7\ntopology: direct\n")
+    result = run("import", "--dry-run", str(f))
+    assert result.exit_code == 0, result.output
+    data = tomllib.loads(result.stdout)
+    assert data["name"] == "duo" and data["user"] == "spark" and data["hf_cache"] == "/data/hf"
+    assert [n["address"] for n in data["nodes"]] == ["10.0.0.10", "10.0.0.11"]
+    assert "ssh://spark@10.0.0.10" in result.stdout
+    for key in ("transfer_interface", "topology", "hosts"):
+        assert f"warning[not-carried]: {key}:" in result.stderr
+    bad = write(project / "c" / "names.yaml", "name: n\nhosts: [spark1.local]\n")
+    refused = run("import", str(bad))
+    assert refused.exit_code == 1 and "names.yaml:2:" in refused.stderr and "cluster probe" in refused.stderr

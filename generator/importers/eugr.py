@@ -18,6 +18,7 @@ from typing import Any
 from generator.importers.base import EnvVar, Field, ImportedRecipe, ImportOptions, NotCarried
 from generator.importers.command import split_command
 from generator.importers.modsearch import find_mods
+from generator.importers.passenv import split_secrets
 from generator.importers.yamlfile import YamlFile
 
 _BACKEND = re.compile(r"--distributed-executor-backend\s+\S+")
@@ -98,8 +99,10 @@ class EugrImporter:
         launcher = {**_LAUNCHER_ENV, **(_RAY_ENV if ray else {})}
         env += [EnvVar(k, v, "launch-cluster.sh / run-cluster-node.sh set it in every container")
                 for k, v in launcher.items() if k not in {e.name for e in env}]
+        env, secret_fields, secret_notes = split_secrets(doc, env)
+        fields += secret_fields
         return ImportedRecipe(doc.path, self.peer, tuple(fields), tuple(env), mods,
-                              tuple(_not_carried(doc, env_in, cmd.wiring)),
+                              tuple(_not_carried(doc, env_in, cmd.wiring) + secret_notes),
                               notes=(f"as run-recipe.py runs it {how} on {nodes} node(s)",))
 
 

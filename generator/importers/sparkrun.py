@@ -18,6 +18,7 @@ from typing import Any
 from generator.importers.base import EnvVar, Field, ImportedRecipe, ImportOptions, NotCarried
 from generator.importers.command import split_command
 from generator.importers.modsearch import find_mods
+from generator.importers.passenv import split_secrets
 from generator.importers.yamlfile import YamlFile
 
 _ARG = re.compile(r"\{(.*?)\}")  # vpd.legacy.arguments._find_arg_re
@@ -119,6 +120,9 @@ class SparkrunImporter:
         env += [EnvVar(k, v, f"sparkrun's {runtime} runtime sets it ({'cluster' if nodes > 1 else 'solo'})")
                 for k, v in launcher.items() if k not in {e.name for e in env}]
         not_carried += _unknown(doc, executor, unresolved, cmd.wiring)
+        env, secret_fields, secret_notes = split_secrets(doc, env)
+        fields += secret_fields
+        not_carried += secret_notes
         return ImportedRecipe(doc.path, self.peer, tuple(fields), tuple(env), mods, tuple(not_carried),
                               notes=(f"as sparkrun runs it: the {runtime} runtime on {nodes} node(s)",))
 

@@ -28,27 +28,27 @@ def render(imported: ImportedRecipe, schema_line: str = SCHEMA_LINE) -> str:
                         + "; ".join(imported.notes) + "."]
     out += ["# Each value names the peer key (or the launcher behaviour) it comes from."]
     for note in imported.not_carried:
-        out.append(_comment(f"not carried: {src}:{note.line or '?'}: {note.key}: {note.message}"))
+        out.append(comment(f"not carried: {src}:{note.line or '?'}: {note.key}: {note.message}"))
     for field in imported.fields:
-        out.extend(_entry(field.key, field.value, field.source))
+        out.extend(entry(field.key, field.value, field.source))
     if imported.env:
         out += ["", "[env]"]
         for var in imported.env:
-            out.extend(_entry(var.name, var.value, var.source))
+            out.extend(entry(var.name, var.value, var.source))
     text = "\n".join(out) + "\n"
     _check(text, imported)
     return text
 
 
-def _entry(key: str, value: TomlValue, source: str) -> list[str]:
+def entry(key: str, value: TomlValue, source: str) -> list[str]:
     name = key if _BARE_KEY.match(key) else _basic(key)
     rendered = _value(value)
     if "\n" in rendered:  # a multi-line value: its comment goes above it
-        return [_comment(source), f"{name} = {rendered}"]
-    return [f"{name} = {rendered}  {_comment(source)}"]
+        return [comment(source), f"{name} = {rendered}"]
+    return [f"{name} = {rendered}  {comment(source)}"]
 
 
-def _comment(text: str) -> str:
+def comment(text: str) -> str:
     return "# " + _CONTROL.sub(" ", text.replace("\n", " "))
 
 
