@@ -259,3 +259,60 @@ def test_sparkrun_cluster_file_becomes_the_cluster_file(project):
     bad = write(project / "c" / "names.yaml", "name: n\nhosts: [spark1.local]\n")
     refused = run("import", str(bad))
     assert refused.exit_code == 1 and "names.yaml:2:" in refused.stderr and "cluster probe" in refused.stderr
+
+
+# eugr renders with Python's str.format and hands the text to bash: str.format and bash are the oracle here. Each
+# template's words as bash splits them must be the engine argv of the imported recipe's head (flags compared as
+# groups, the compiler's spellings mapped), and a leading NAME=value its environment.
+EUGR_TEMPLATES = [
+    "vllm serve org/m \\\n  --port {port} \\\n  -tp {tensor_parallel} \\\n  --distributed-executor-backend ray \\\n"
+    "  --speculative-config '{{\"method\": \"mtp\", \"k\": {{\"a\": 1}}}}' \\\n",
+    'VLLM_X=1 vllm serve org/m --tensor-parallel-size={tensor_parallel} --distributed-executor-backend ray '
+    '--override-generation-config "{{\\"temperature\\": 0.6}}" --served-model-name "my model" --x a\\ b',
+    "vllm serve \\\n    org/m \\\n    --max-model-len {port}   \\\n    --tensor-parallel-size {tensor_parallel} --distributed-executor-backend ray"
+    "\\\n    --enable-prefix-caching",
+]
+
+
+def bash_words(text: str) -> list[str]:
+    import subprocess
+    out = subprocess.run(["bash", "-c", 'w() { printf "%s\\0" "$@"; }; w ' + text], capture_output=True, check=True)
+    return out.stdout.decode().split("\0")[:-1]
+
+
+@pytest.mark.parametrize("template", EUGR_TEMPLATES)
+def test_eugr_import_runs_the_words_bash_gets_from_eugrs_rendering(project, template):
+    from collections import Counter
+
+    from generator.argwords import flag_name
+    from generator.plan import plan_recipe
+    from generator.resolve import load_cluster, load_recipe
+
+    defaults = {"port": 8000, "tensor_parallel": 2}  # eugr's node count: tensor x pipeline
+    recipe_yaml = {"recipe_version": "1", "name": "t", "container": "vllm-node", "defaults": defaults,
+                   "command": template}
+    f = write(project / "peer" / "t.yaml", json.dumps(recipe_yaml))  # JSON is YAML
+    assert run("import", "--ray", str(f)).exit_code == 0
+    plan = plan_recipe(load_recipe(project / "recipes" / "t"), load_cluster(project / "cluster.toml"), project,
+                       project / "out")
+    words = bash_words(template.format(**defaults))
+    env = dict(w.split("=", 1) for w in words[:words.index("vllm")])
+    theirs = words[words.index("vllm"):]
+    head = plan.nodes[0]
+    ours = [a.word for a in head.command]
+
+    def grouped(argv: list[str]) -> Counter:
+        spelled = {"-tp": "--tensor-parallel-size"}
+        out: list[list[str]] = []
+        for word in argv[3:]:  # after `vllm serve MODEL`
+            if flag_name(word) is not None or not out:
+                name, eq, value = word.partition("=")
+                out.append([spelled.get(name, name)] + ([value] if eq and name.startswith("--tensor") else []))
+            else:
+                out[-1].append(word)
+        return Counter(tuple(g) for g in out)
+
+    assert ours[:3] == theirs[:3] == ["vllm", "serve", "org/m"]
+    assert grouped(ours) - grouped(theirs) == Counter({("--pipeline-parallel-size", "1"): 1})  # stated default
+    assert grouped(theirs) - grouped(ours) == Counter()
+    assert {v.name: v.value for v in head.env}.items() >= env.items()

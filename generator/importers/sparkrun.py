@@ -69,6 +69,9 @@ class SparkrunImporter:
         env_in = _mapping(doc, "env")
         runtime = _runtime(doc, defaults)
         nodes = _node_count(doc, defaults)
+        if int(defaults.get("data_parallel") or 1) > 1:
+            raise doc.error(("defaults", "data_parallel"), "sparkrun runs data_parallel replicas (--data-parallel-rank "
+                                                           "and -address per node): recipegen has no form for that yet")
         chain = {**defaults}
         chain.setdefault("model", data["model"])
         rendered, unresolved = _render(doc, data["command"].strip(), chain)
@@ -120,6 +123,11 @@ class SparkrunImporter:
         env += [EnvVar(k, v, f"sparkrun's {runtime} runtime sets it ({'cluster' if nodes > 1 else 'solo'})")
                 for k, v in launcher.items() if k not in {e.name for e in env}]
         not_carried += _unknown(doc, executor, unresolved, cmd.wiring)
+        if cmd.backend and nodes == 1:
+            not_carried.append(NotCarried("command", doc.line("command"), f"--distributed-executor-backend "
+                                          f"{cmd.backend} on one node: recipegen runs a single node without it"))
+        not_carried += [NotCarried(f"env.{e.name}", doc.line("env", e.name), "sparkrun expands $VARs in it from the "
+                                   "shell that runs sparkrun; carried as written") for e in env if "$" in e.value]
         env, secret_fields, secret_notes = split_secrets(doc, env)
         fields += secret_fields
         not_carried += secret_notes
