@@ -316,3 +316,13 @@ def test_eugr_import_runs_the_words_bash_gets_from_eugrs_rendering(project, temp
     assert grouped(ours) - grouped(theirs) == Counter({("--pipeline-parallel-size", "1"): 1})  # stated default
     assert grouped(theirs) - grouped(ours) == Counter()
     assert {v.name: v.value for v in head.env}.items() >= env.items()
+
+
+def test_a_mod_that_cannot_be_copied_leaves_nothing(project):
+    write(project / "peer" / "mods" / "fix-a" / "run.sh", "#!/bin/sh\n")
+    (project / "peer" / "mods" / "fix-a" / "gone.patch").symlink_to(project / "nowhere")
+    f = write(project / "peer" / "m.yaml", "model: a/b\ncontainer: i\nmods: [fix-a]\ncommand: vllm serve {model}\n")
+    before = tree(project)
+    result = run("import", str(f))
+    assert result.exit_code == 1 and "gone.patch" in result.stderr and len(result.stderr.splitlines()) == 1
+    assert tree(project) == before and not list(project.glob(".recipegen-import-*"))

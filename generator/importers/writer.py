@@ -15,6 +15,7 @@ import tempfile
 import tomllib
 from pathlib import Path
 
+from generator.diagnostics import Diagnostic, RecipegenError, display_path
 from generator.importers.base import ImportedRecipe, TomlValue
 
 SCHEMA_LINE = "#:schema ../../schema/recipe.schema.json"
@@ -91,20 +92,23 @@ def _check(text: str, imported: ImportedRecipe) -> None:
 
 def write_recipe(folder: Path, text: str, imported: ImportedRecipe) -> None:
     """recipes/<id>/ with recipe.toml and mods/<name>/ copied, swapped in whole (the caller decides whether an
-    existing folder may be replaced)."""
+    existing folder may be replaced). Staged in a hidden folder at the project root, not under recipes/, so a
+    build running meanwhile (or after a crash) never sees a half-made recipe."""
     folder.parent.mkdir(parents=True, exist_ok=True)
-    stage = Path(tempfile.mkdtemp(prefix=f".{folder.name}.import-", dir=folder.parent))
+    stage = Path(tempfile.mkdtemp(prefix=".recipegen-import-", dir=folder.parent.parent))
     try:
-        (stage / "recipe.toml").write_text(text, "utf-8")
+        new = stage / folder.name
+        new.mkdir()
+        (new / "recipe.toml").write_text(text, "utf-8")
         for mod in imported.mods:
-            shutil.copytree(mod.folder, stage / "mods" / mod.name, symlinks=False)
-        if folder.exists():
-            old = folder.parent / f".{folder.name}.replaced-{os.getpid()}"
-            os.rename(folder, old)
-            os.rename(stage, folder)
-            shutil.rmtree(old)
-        else:
-            os.rename(stage, folder)
+            try:
+                shutil.copytree(mod.folder, new / "mods" / mod.name, symlinks=False)
+            except shutil.Error as exc:  # every file that failed: (source, target, why); name the first
+                source, _, why = exc.args[0][0]
+                raise RecipegenError(Diagnostic(display_path(source), None, None, "mods",
+                                                f"cannot copy this file of mod '{mod.name}': {why}")) from None
+        if folder.exists():  # two renames: the old recipe leaves, the new one arrives
+            os.rename(folder, stage / ".replaced")
+        os.rename(new, folder)
     finally:
-        if stage.exists():
-            shutil.rmtree(stage)
+        shutil.rmtree(stage, ignore_errors=True)
