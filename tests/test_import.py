@@ -326,3 +326,45 @@ def test_a_mod_that_cannot_be_copied_leaves_nothing(project):
     result = run("import", str(f))
     assert result.exit_code == 1 and "gone.patch" in result.stderr and len(result.stderr.splitlines()) == 1
     assert tree(project) == before and not list(project.glob(".recipegen-import-*"))
+
+
+BENCH_YAML = """\
+model: a/b
+container: i
+command: vllm serve {model}
+benchmark:
+  framework: llama-benchy
+  args:
+    pp: [2048, 4096]
+    depth: [0]
+  tg: 128
+  timeout: 0
+  schedule:
+    - {name: warm, repeat: 2}
+  bogus: 1
+"""
+
+
+def test_benchmark_is_named_not_carried_yet_without_a_bench_table(project, monkeypatch):
+    monkeypatch.setattr("generator.importers.bench._bench_schema", lambda: None)
+    result = run("import", "--dry-run", str(write(project / "peer" / "b.yaml", BENCH_YAML)))
+    assert result.exit_code == 0 and "\n[bench]\n" not in result.stdout and "bench" not in tomllib.loads(result.stdout)
+    assert "b.yaml:4:1: warning[not-carried]: benchmark: not carried yet" in result.stderr
+
+
+def test_benchmark_becomes_bench_key_for_key_where_the_schema_has_it(project, monkeypatch):
+    count = {"oneOf": [{"type": "integer"}, {"type": "array", "items": {"type": "integer"}}]}
+    bench = {"type": "object", "additionalProperties": False, "properties": {
+        "framework": {"type": "string"}, "args": {"type": "object"}, "metadata": {"type": "object"},
+        "timeout": {"type": "integer", "minimum": 1}, "schedule": {"type": "array", "items": {"type": "object"}},
+        "tg": count, "pp": count}}  # the shape of a [bench] table: sparkrun's keys, by name
+    monkeypatch.setattr("generator.importers.bench._bench_schema",
+                        lambda: {"type": "object", "properties": {"bench": bench}})
+    result = run("import", "--dry-run", str(write(project / "peer" / "b.yaml", BENCH_YAML)))
+    assert result.exit_code == 0, result.output
+    assert tomllib.loads(result.stdout)["bench"] == {
+        "framework": "llama-benchy", "args": {"pp": [2048, 4096], "depth": [0]}, "tg": 128,
+        "schedule": [{"name": "warm", "repeat": 2}]}
+    assert "tg = 128  # b.yaml: benchmark.tg" in result.stdout
+    assert "benchmark.bogus: not a [bench] key" in result.stderr
+    assert "b.yaml:10:1: warning[not-carried]: benchmark.timeout: [bench] refuses it" in result.stderr

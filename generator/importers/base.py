@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol, Union
+from typing import Any, Protocol, Union
 
 from generator.importers.yamlfile import YamlFile
 
-TomlValue = Union[str, int, bool, list[str], list[dict[str, str]]]
+TomlValue = Union[str, int, float, bool, list[Any], dict[str, Any]]  # what TOML holds ([bench] nests)
 
 
 @dataclass(frozen=True)
@@ -59,6 +59,7 @@ class ImportedRecipe:
     mods: tuple[ModCopy, ...]
     not_carried: tuple[NotCarried, ...]
     notes: tuple[str, ...] = field(default=())  # header comments: which launcher code the import reproduces
+    bench: tuple[Field, ...] = field(default=())  # the [bench] table, when the recipe schema has one
 
 
 @dataclass(frozen=True)

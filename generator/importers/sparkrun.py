@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from generator.importers.bench import bench_table
 from generator.importers.base import EnvVar, Field, ImportedRecipe, ImportOptions, NotCarried
 from generator.importers.command import split_command
 from generator.importers.modsearch import find_mods
@@ -45,10 +46,9 @@ _NOT_CARRIED = {
     "builder_config": "sparkrun's image builder settings: build the image yourself",
     "distribution_config": "what sparkrun copies to the nodes: `recipegen images` and `recipegen models` copy the "
                            "recipe's image and model (and draft models) instead",
-    "benchmark": "not carried yet: recipegen has no [bench] table on this branch; run the benchmark by hand",
     "runtime_version": "sparkrun's runtime version pin: the image tag decides the engine release here",
 }
-_IGNORED = {"recipe_version", "sparkrun_version", "name", "description", "metadata", "mode", "min_nodes",
+_IGNORED = {"benchmark", "recipe_version", "sparkrun_version", "name", "description", "metadata", "mode", "min_nodes",
             "max_nodes", "solo_only", "cluster_only", "runtime", "model", "container", "defaults", "env",
             "command", "mods", "pre_exec", "executor_config", "runtime_config", "model_revision"}
 
@@ -85,8 +85,7 @@ class SparkrunImporter:
             raise doc.error("command", f"runtime {runtime} runs {_RUNTIMES[runtime]}, but the command starts "
                                        f"{' '.join(cmd.entrypoint)}")
         fields = [Field("engine", cmd.engine, f"{src.cmd}: the {runtime} runtime"),
-                  Field("name", str((data.get("metadata") or {}).get("description") or data.get("description")
-                                    or doc.path.stem), src.of("metadata", "description")),
+                  _name(doc),
                   Field("docker_image", data["container"], src.of("container")),
                   Field("model", cmd.model or data["model"], src.cmd if cmd.model else src.of("model")),
                   Field("required_nodes", nodes, src.nodes(defaults)),
@@ -131,8 +130,20 @@ class SparkrunImporter:
         env, secret_fields, secret_notes = split_secrets(doc, env)
         fields += secret_fields
         not_carried += secret_notes
-        return ImportedRecipe(doc.path, self.peer, tuple(fields), tuple(env), mods, tuple(not_carried),
-                              notes=(f"as sparkrun runs it: the {runtime} runtime on {nodes} node(s)",))
+        bench, bench_notes = bench_table(doc)
+        return ImportedRecipe(doc.path, self.peer, tuple(fields), tuple(env), mods, tuple(not_carried + bench_notes),
+                              notes=(f"as sparkrun runs it: the {runtime} runtime on {nodes} node(s)",),
+                              bench=tuple(bench))
+
+
+def _name(doc: YamlFile) -> Field:
+    """sparkrun's own order: `description`, else `metadata.description`; the file's stem is its recipe name."""
+    meta = doc.data.get("metadata")
+    for value, key in ((doc.data.get("description"), "description"),
+                       ((meta if isinstance(meta, dict) else {}).get("description"), "metadata.description")):
+        if value:
+            return Field("name", str(value), f"{doc.name}: {key}")
+    return Field("name", doc.path.stem, f"{doc.name}: the file's name (sparkrun's recipe name)")
 
 
 class _Sources:

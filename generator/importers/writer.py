@@ -14,6 +14,7 @@ import shutil
 import tempfile
 import tomllib
 from pathlib import Path
+from typing import Any
 
 from generator.diagnostics import Diagnostic, RecipegenError, display_path
 from generator.importers.base import ImportedRecipe, TomlValue
@@ -36,6 +37,10 @@ def render(imported: ImportedRecipe, schema_line: str = SCHEMA_LINE) -> str:
         out += ["", "[env]"]
         for var in imported.env:
             out.extend(entry(var.name, var.value, var.source))
+    if imported.bench:
+        out += ["", "[bench]"]
+        for field in imported.bench:
+            out.extend(entry(field.key, field.value, field.source))
     text = "\n".join(out) + "\n"
     _check(text, imported)
     return text
@@ -56,18 +61,38 @@ def comment(text: str) -> str:
 def _value(value: TomlValue) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
-    if isinstance(value, int):
-        return str(value)
+    if isinstance(value, (int, float)):
+        return _number(value)
+    if isinstance(value, dict):
+        return _inline(value)
     if isinstance(value, list):
-        items = [_inline(v) if isinstance(v, dict) else _string(v) for v in value]
+        items = [_value(v) for v in value]
         if any("\n" in i for i in items) or sum(len(i) for i in items) > 80:
             return "[\n" + "".join(f"    {i},\n" for i in items) + "]"
         return "[" + ", ".join(items) + "]"
     return _string(value)
 
 
-def _inline(table: dict[str, str]) -> str:
-    return "{" + ", ".join(f"{k} = {_basic(v)}" for k, v in table.items()) + "}"
+def _number(value: int | float) -> str:
+    if isinstance(value, int):
+        return str(value)
+    if value != value:
+        return "nan"
+    if value in (float("inf"), float("-inf")):
+        return "inf" if value > 0 else "-inf"
+    return repr(value)  # the shortest text that reads back as the same float; TOML reads Python's exponents
+
+
+def _inline(table: dict[str, Any]) -> str:
+    """An inline table, nested as deep as the value is (one line: TOML 1.0 inline tables cannot break)."""
+    def one(v: Any) -> str:
+        if isinstance(v, dict):
+            return _inline(v)
+        if isinstance(v, list):
+            return "[" + ", ".join(one(i) for i in v) + "]"
+        return _value(v) if not isinstance(v, str) else _basic(v)
+
+    return "{" + ", ".join(f"{k if _BARE_KEY.match(k) else _basic(k)} = {one(v)}" for k, v in table.items()) + "}"
 
 
 def _string(text: str) -> str:
@@ -86,6 +111,7 @@ def _check(text: str, imported: ImportedRecipe) -> None:
     """The TOML reads back as exactly the values imported (a writer bug must never reach a recipe)."""
     data = tomllib.loads(text)
     wrong = [f.key for f in imported.fields if data.get(f.key) != f.value]
+    wrong += [f"bench.{f.key}" for f in imported.bench if data.get("bench", {}).get(f.key) != f.value]
     if wrong or {v.name: v.value for v in imported.env} != data.get("env", {}):
         raise ValueError(f"recipegen import wrote TOML that reads back differently: {wrong or ['env']}")
 
