@@ -201,8 +201,8 @@ def test_id_from_the_stem_and_usage_errors(project):
 
 
 def test_a_secret_in_env_goes_to_pass_env_without_its_value(project):
-    f = write(project / "peer" / "s.yaml", "model: a/b\ncontainer: i\nenv:\n  HF_TOKEN: hf_abcdefghijklmnopqrstuvwxyz0123\n"
-              "  X: '1'\ncommand: vllm serve {model}\n")
+    f = write(project / "peer" / "s.yaml", "model: a/b\ncontainer: i\nenv:\n"
+              "  HF_TOKEN: hf_abcdefghijklmnopqrstuvwxyz0123\n  X: '1'\ncommand: vllm serve {model}\n")
     result = run("import", str(f))
     assert result.exit_code == 0, result.output
     text = (project / "recipes" / "s" / "recipe.toml").read_text()
@@ -233,7 +233,8 @@ def test_eugr_env_becomes_the_cluster_file(project):
     assert text.startswith("#:schema ./schema/cluster.schema.json\n") and "hf_abcdefghij" not in text
     data = tomllib.loads(text)
     assert [(n["name"], n["address"], n["context"], n["ssh_host"]) for n in data["nodes"]] == [
-        ("spark1", "192.168.100.10", "spark1", "192.168.100.10"), ("spark2", "192.168.100.11", "spark2", "192.168.100.11")]
+        ("spark1", "192.168.100.10", "spark1", "192.168.100.10"),
+        ("spark2", "192.168.100.11", "spark2", "192.168.100.11")]
     assert "ssh://root@192.168.100.10" in text  # the proposed context, with the schema's default user
     assert data["master_port"] == 29600 and data["pass_env"] == ["HF_TOKEN"]
     assert data["env"]["NCCL_SOCKET_IFNAME"] == data["env"]["GLOO_SOCKET_IFNAME"] == "enp1s0f0np0"
@@ -269,7 +270,8 @@ EUGR_TEMPLATES = [
     "  --speculative-config '{{\"method\": \"mtp\", \"k\": {{\"a\": 1}}}}' \\\n",
     'VLLM_X=1 vllm serve org/m --tensor-parallel-size={tensor_parallel} --distributed-executor-backend ray '
     '--override-generation-config "{{\\"temperature\\": 0.6}}" --served-model-name "my model" --x a\\ b',
-    "vllm serve \\\n    org/m \\\n    --max-model-len {port}   \\\n    --tensor-parallel-size {tensor_parallel} --distributed-executor-backend ray"
+    "vllm serve \\\n    org/m \\\n    --max-model-len {port}   \\\n"
+    "    --tensor-parallel-size {tensor_parallel} --distributed-executor-backend ray"
     "\\\n    --enable-prefix-caching",
 ]
 

@@ -109,5 +109,6 @@ def import_files(files: list[Path], recipes_dir: Path, cluster_target: Path, rec
                                             "a recipe with this id exists: pass --force to replace it, or --id"))
     if cluster is not None and cluster.written:
         write_cluster(cluster.target, cluster.text)
-    results = [import_recipe(f, recipes_dir, rid, options, force=force, dry_run=dry_run) for f, rid in zip(recipes, ids)]
+    results = [import_recipe(f, recipes_dir, rid, options, force=force, dry_run=dry_run)
+               for f, rid in zip(recipes, ids)]
     return results, cluster

@@ -50,6 +50,16 @@ class NotCarried:
     message: str
 
 
+def parallel_size(key: str, value: int | None, source: str, kind: str) -> Field:
+    """A parallel size as the engine gets it: the command's flag, else the engine's default 1."""
+    return Field(key, value or 1, f"{source} ({kind} parallel flag)" if value else f"{source}: no flag, the engine's 1")
+
+
+def no_model(doc: YamlFile) -> NotCarried:
+    return NotCarried("command", doc.line("command"), "names no model: the engine would serve its default one; "
+                                                      "the recipe serves `model`")
+
+
 @dataclass(frozen=True)
 class ImportedRecipe:
     source: Path

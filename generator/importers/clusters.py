@@ -112,7 +112,8 @@ def _eugr_env(path: Path) -> ImportedCluster:
     if pass_env:
         fields.append(Field("pass_env", pass_env, f"{src}: CONTAINER_* secrets, passed by name"))
     nodes = tuple(NodeEntry(f"spark{i + 1}", _ipv4(h, lambda m: fail("CLUSTER_NODES", m)), h,
-                            f"{src}: CLUSTER_NODES[{i}]" + (" (the head)" if i == 0 else "")) for i, h in enumerate(hosts))
+                            f"{src}: CLUSTER_NODES[{i}]" + (" (the head)" if i == 0 else ""))
+                  for i, h in enumerate(hosts))
     return ImportedCluster(path, "eugr .env", tuple(fields), tuple(env), nodes, tuple(named))
 
 

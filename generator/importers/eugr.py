@@ -15,7 +15,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from generator.importers.base import EnvVar, Field, ImportedRecipe, ImportOptions, NotCarried
+from generator.importers.base import (EnvVar, Field, ImportedRecipe, ImportOptions, NotCarried, no_model,
+                                      parallel_size)
 from generator.importers.command import split_command
 from generator.importers.modsearch import find_mods
 from generator.importers.passenv import split_secrets
@@ -74,13 +75,12 @@ class EugrImporter:
         fields = [Field("engine", "vllm", f"{src} (vllm serve)"),
                   Field("name", data["name"], f"{doc.name}: name"),
                   Field("docker_image", data["container"], f"{doc.name}: container"),
-                  Field("model", cmd.model or data["model"], src if cmd.model else f"{doc.name}: model"),
+                  Field("model", cmd.model or data["model"], f"{src} (its model word)" if cmd.model
+                        else f"{doc.name}: model"),
                   Field("required_nodes", nodes, f"{doc.name}: defaults tensor_parallel x pipeline_parallel"
                                                  + (" (solo_only)" if data.get("solo_only") else "")),
-                  Field("tensor_parallel_size", cmd.tensor_parallel or 1, f"{src} (tensor parallel flag)"
-                        if cmd.tensor_parallel else f"{src}: no flag, the engine's 1"),
-                  Field("pipeline_parallel_size", cmd.pipeline_parallel or 1, f"{src} (pipeline parallel flag)"
-                        if cmd.pipeline_parallel else f"{src}: no flag, the engine's 1")]
+                  parallel_size("tensor_parallel_size", cmd.tensor_parallel, src, "tensor"),
+                  parallel_size("pipeline_parallel_size", cmd.pipeline_parallel, src, "pipeline")]
         if nodes > 1:
             fields.append(Field("distributed_backend", "ray" if ray else "mp", f"eugr's launcher, {how}"))
         fields.append(Field("entrypoint", list(cmd.entrypoint), src))
@@ -101,6 +101,8 @@ class EugrImporter:
                 for k, v in launcher.items() if k not in {e.name for e in env}]
         env, secret_fields, secret_notes = split_secrets(doc, env)
         fields += secret_fields
+        if cmd.model is None:
+            secret_notes.append(no_model(doc))
         return ImportedRecipe(doc.path, self.peer, tuple(fields), tuple(env), mods,
                               tuple(_not_carried(doc, env_in, cmd.wiring) + secret_notes),
                               notes=(f"as run-recipe.py runs it {how} on {nodes} node(s)",))

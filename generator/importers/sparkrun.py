@@ -16,7 +16,8 @@ import re
 from typing import Any
 
 from generator.importers.bench import bench_table
-from generator.importers.base import EnvVar, Field, ImportedRecipe, ImportOptions, NotCarried
+from generator.importers.base import (EnvVar, Field, ImportedRecipe, ImportOptions, NotCarried, no_model,
+                                      parallel_size)
 from generator.importers.command import split_command
 from generator.importers.modsearch import find_mods
 from generator.importers.passenv import split_secrets
@@ -87,13 +88,12 @@ class SparkrunImporter:
         fields = [Field("engine", cmd.engine, f"{src.cmd}: the {runtime} runtime"),
                   _name(doc),
                   Field("docker_image", data["container"], src.of("container")),
-                  Field("model", cmd.model or data["model"], src.cmd if cmd.model else src.of("model")),
+                  Field("model", cmd.model or data["model"],
+                        src.of("model") if cmd.model in (None, data["model"]) else f"{src.cmd} (its model word)"),
                   Field("required_nodes", nodes, src.nodes(defaults)),
-                  Field("tensor_parallel_size", cmd.tensor_parallel or 1,
-                        src.cmd + (" (tensor parallel flag)" if cmd.tensor_parallel else ": no flag, the engine's 1")),
-                  Field("pipeline_parallel_size", cmd.pipeline_parallel or 1,
-                        src.cmd + (" (pipeline parallel flag)" if cmd.pipeline_parallel else ": no flag, the engine's 1"))]
-        if nodes > 1:
+                  parallel_size("tensor_parallel_size", cmd.tensor_parallel, src.cmd, "tensor"),
+                  parallel_size("pipeline_parallel_size", cmd.pipeline_parallel, src.cmd, "pipeline")]
+        if nodes > 1 and cmd.engine == "vllm":  # SGLang has one multi-node mode: the key stays unset
             fields.append(Field("distributed_backend", "ray" if runtime == "vllm-ray" else "mp",
                                 f"{src.cmd}: sparkrun's {runtime} runtime"))
         executor = _mapping(doc, "executor_config")
@@ -118,9 +118,10 @@ class SparkrunImporter:
         env = [EnvVar(str(k), str(v), src.of("env", str(k))) for k, v in env_in.items()]
         env += [EnvVar(k, v, f"{src.cmd}: sparkrun sets it before `{' '.join(cmd.entrypoint)}` runs")
                 for k, v in cmd.env]
-        launcher = {**_HF_OFFLINE, **(_CLUSTER_ENV[runtime] if nodes > 1 else {})}
-        env += [EnvVar(k, v, f"sparkrun's {runtime} runtime sets it ({'cluster' if nodes > 1 else 'solo'})")
-                for k, v in launcher.items() if k not in {e.name for e in env}]
+        launcher = {k: (v, "solo and cluster") for k, v in _HF_OFFLINE.items()}
+        launcher.update({k: (v, "cluster") for k, v in (_CLUSTER_ENV[runtime] if nodes > 1 else {}).items()})
+        env += [EnvVar(k, v, f"sparkrun's {runtime} runtime sets it ({when})")
+                for k, (v, when) in launcher.items() if k not in {e.name for e in env}]
         not_carried += _unknown(doc, executor, unresolved, cmd.wiring)
         if cmd.backend and nodes == 1:
             not_carried.append(NotCarried("command", doc.line("command"), f"--distributed-executor-backend "
@@ -130,6 +131,8 @@ class SparkrunImporter:
         env, secret_fields, secret_notes = split_secrets(doc, env)
         fields += secret_fields
         not_carried += secret_notes
+        if cmd.model is None:
+            not_carried.append(no_model(doc))
         bench, bench_notes = bench_table(doc)
         return ImportedRecipe(doc.path, self.peer, tuple(fields), tuple(env), mods, tuple(not_carried + bench_notes),
                               notes=(f"as sparkrun runs it: the {runtime} runtime on {nodes} node(s)",),
