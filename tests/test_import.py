@@ -5,6 +5,7 @@ choice, every key carried or named, and bad input refused with one line and noth
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import tomllib
 from pathlib import Path
@@ -370,3 +371,25 @@ def test_benchmark_becomes_bench_key_for_key_where_the_schema_has_it(project, mo
     assert "tg = 128  # b.yaml: benchmark.tg" in result.stdout
     assert "benchmark.bogus: not a [bench] key" in result.stderr
     assert "b.yaml:10:1: warning[not-carried]: benchmark.timeout: [bench] refuses it" in result.stderr
+
+
+EUGR_FULL = EUGR.replace("defaults:\n", "description: d\nmodel: org/model\nsolo_only: false\ncluster_only: true\n"
+                         "mods: []\nunknown_key: 1\ndefaults:\n  unused: 3\n")
+
+
+@pytest.mark.parametrize("path", [folder / original for folder, original in ORIGINALS] + ["eugr"],
+                         ids=[c.name for c, _ in ORIGINALS] + ["eugr"])
+def test_every_key_of_the_file_is_carried_or_named(project, path):
+    import yaml
+
+    if path == "eugr":
+        path = write(project / "peer" / "e.yaml", EUGR_FULL)
+    result = run("import", "--dry-run", str(path))
+    assert result.exit_code == 0, result.output
+    said = "\n".join(line.split("#", 1)[1] for line in result.stdout.splitlines() if "#" in line) + result.stderr
+    data = yaml.safe_load(path.read_text())
+    silent = [k for k, v in data.items() if k != "recipe_version" and v not in (None, [], {}, "")
+              and not re.search(rf"(^|[ (])({re.escape(k)})([:.) ]|$)", said, re.M)]
+    silent += [f"defaults.{k}" for k in data.get("defaults") or {}  # each: a placeholder of the command, or named
+               if f"{{{k}}}" not in data["command"] and f"defaults.{k}" not in said]
+    assert silent == []

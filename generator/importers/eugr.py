@@ -13,6 +13,7 @@ tensor_parallel x pipeline_parallel from the defaults (solo_only: one node).
 from __future__ import annotations
 
 import re
+import string
 from typing import Any
 
 from generator.importers.base import (EnvVar, Field, ImportedRecipe, ImportOptions, NotCarried, no_model,
@@ -74,11 +75,13 @@ class EugrImporter:
         how = "with Ray (--ray)" if ray else ("solo" if nodes == 1 else "without Ray (run-recipe.py's default)")
         fields = [Field("engine", "vllm", f"{src} (vllm serve)"),
                   Field("name", data["name"], f"{doc.name}: name"),
+                  *([Field("description", str(data["description"]), f"{doc.name}: description")]
+                    if data.get("description") else []),
                   Field("docker_image", data["container"], f"{doc.name}: container"),
                   Field("model", cmd.model or data["model"], f"{src} (its model word)" if cmd.model
                         else f"{doc.name}: model"),
                   Field("required_nodes", nodes, f"{doc.name}: defaults tensor_parallel x pipeline_parallel"
-                                                 + (" (solo_only)" if data.get("solo_only") else "")),
+                        + "".join(f", {k} {str(data[k]).lower()}" for k in ("solo_only", "cluster_only") if k in data)),
                   parallel_size("tensor_parallel_size", cmd.tensor_parallel, src, "tensor"),
                   parallel_size("pipeline_parallel_size", cmd.pipeline_parallel, src, "pipeline")]
         if nodes > 1:
@@ -127,6 +130,13 @@ def _not_carried(doc: YamlFile, env: dict[str, Any], wiring: tuple[str, ...]) ->
     named += [NotCarried(f"env.{k}", doc.line("env", str(k)), "eugr exports it in double quotes, so bash would "
                                                              "expand or unescape it there; carried as written")
               for k, v in env.items() if _SH_DOUBLE.search(str(v))]
+    try:
+        used = {f for _, f, _, _ in string.Formatter().parse(str(doc.data.get("command"))) if f is not None}
+    except ValueError:
+        used = set()
+    used = {re.split(r"[.\[]", f, maxsplit=1)[0] for f in used} | {"tensor_parallel", "pipeline_parallel"}
+    named += [NotCarried(f"defaults.{k}", doc.line("defaults", str(k)), "no placeholder in the command uses it")
+              for k in (doc.data.get("defaults") or {}) if str(k) not in used]
     named += [NotCarried(k, doc.line(k), "not a key run-recipe.py reads: no recipegen home")
               for k in doc.data if k not in _KNOWN]
     named += [NotCarried("command", doc.line("command"), f"{flag}: rank wiring the compiler writes from the "

@@ -48,8 +48,12 @@ _NOT_CARRIED = {
     "distribution_config": "what sparkrun copies to the nodes: `recipegen images` and `recipegen models` copy the "
                            "recipe's image and model (and draft models) instead",
     "runtime_version": "sparkrun's runtime version pin: the image tag decides the engine release here",
+    "name": "sparkrun ignores it too: a recipe's name is its file's (and the recipe id here)",
 }
-_IGNORED = {"benchmark", "recipe_version", "sparkrun_version", "name", "description", "metadata", "mode", "min_nodes",
+# defaults sparkrun reads itself, beyond the command's placeholders (node count, runtime, served name, health check)
+_READ_BY_SPARKRUN = {"tensor_parallel", "pipeline_parallel", "data_parallel", "distributed_executor_backend",
+                     "served_model_name", "port", "host"}
+_IGNORED = {"benchmark", "recipe_version", "sparkrun_version", "description", "metadata", "mode", "min_nodes",
             "max_nodes", "solo_only", "cluster_only", "runtime", "model", "container", "defaults", "env",
             "command", "mods", "pre_exec", "executor_config", "runtime_config", "model_revision"}
 
@@ -85,8 +89,8 @@ class SparkrunImporter:
         if cmd.engine != _RUNTIMES[runtime]:
             raise doc.error("command", f"runtime {runtime} runs {_RUNTIMES[runtime]}, but the command starts "
                                        f"{' '.join(cmd.entrypoint)}")
-        fields = [Field("engine", cmd.engine, f"{src.cmd}: the {runtime} runtime"),
-                  _name(doc),
+        fields = [Field("engine", cmd.engine, src.engine(runtime)),
+                  *_names(doc),
                   Field("docker_image", data["container"], src.of("container")),
                   Field("model", cmd.model or data["model"],
                         src.of("model") if cmd.model in (None, data["model"]) else f"{src.cmd} (its model word)"),
@@ -139,14 +143,16 @@ class SparkrunImporter:
                               bench=tuple(bench))
 
 
-def _name(doc: YamlFile) -> Field:
-    """sparkrun's own order: `description`, else `metadata.description`; the file's stem is its recipe name."""
+def _names(doc: YamlFile) -> list[Field]:
+    """`name`: sparkrun's recipe name, the file's stem (sparkrun ignores a `name:` key; it is named); `description`:
+    `description`, else `metadata.description`, as sparkrun reads it."""
+    fields = [Field("name", doc.path.stem, f"{doc.name}: the file's name (sparkrun's recipe name)")]
     meta = doc.data.get("metadata")
     for value, key in ((doc.data.get("description"), "description"),
                        ((meta if isinstance(meta, dict) else {}).get("description"), "metadata.description")):
         if value:
-            return Field("name", str(value), f"{doc.name}: {key}")
-    return Field("name", doc.path.stem, f"{doc.name}: the file's name (sparkrun's recipe name)")
+            return fields + [Field("description", str(value), f"{doc.name}: {key}")]
+    return fields
 
 
 class _Sources:
@@ -158,9 +164,13 @@ class _Sources:
         return f"{self.doc.name}: {'.'.join(key)}"
 
     def nodes(self, defaults: dict[str, Any]) -> str:
-        if any(k in defaults for k in ("tensor_parallel", "pipeline_parallel", "data_parallel")):
-            return self.of("defaults") + " tensor_parallel x pipeline_parallel x data_parallel (sparkrun's count)"
-        return self.of("min_nodes") + " / max_nodes / solo_only / cluster_only (sparkrun's count)"
+        keys = [f"defaults.{k}" for k in ("tensor_parallel", "pipeline_parallel", "data_parallel") if k in defaults]
+        keys += [k for k in ("min_nodes", "max_nodes", "mode", "solo_only", "cluster_only") if k in self.doc.data]
+        return f"{self.doc.name}: {', '.join(keys) or 'no node keys'} (sparkrun's node count)"
+
+    def engine(self, runtime: str) -> str:
+        said = f"runtime {self.doc.data['runtime']} and " if self.doc.data.get("runtime") else ""
+        return f"{self.doc.name}: {said}command: sparkrun's {runtime} runtime"
 
 
 def _mapping(doc: YamlFile, key: str) -> dict[str, Any]:
@@ -258,6 +268,13 @@ def _unknown(doc: YamlFile, executor: dict[str, Any], unresolved: list[str],
     named += [NotCarried(f"executor_config.{k}", doc.line("executor_config", k),
                          "a docker option recipegen sets itself (GPU, host network, RDMA devices and capabilities)"
                          " or not at all") for k in executor if k not in _EXECUTOR_KEYS]
+    meta = doc.data.get("metadata")
+    if isinstance(meta, dict) and any(k != "description" for k in meta):
+        named.append(NotCarried("metadata", doc.line("metadata"), "descriptive only ("
+                                + ", ".join(str(k) for k in meta if k != "description") + "): no recipegen home"))
+    used = set(_ARG.findall(str(doc.data.get("command")))) | _READ_BY_SPARKRUN
+    named += [NotCarried(f"defaults.{k}", doc.line("defaults", str(k)), "no placeholder in the command uses it, "
+                         "and sparkrun reads it nowhere else") for k in _mapping(doc, "defaults") if str(k) not in used]
     named += [NotCarried("command", doc.line("command"), f"{p} has no value in defaults: sparkrun leaves it as "
                                                          f"written, so it reaches the engine as written")
               for p in dict.fromkeys(unresolved)]
