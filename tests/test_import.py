@@ -159,6 +159,7 @@ def test_eugr_placeholder_without_default_is_an_error_on_its_line(project):
     ("recipe_version: '7'\nmodel: a\n", "x.yaml:1:"),  # a foreign version
     ("- a\n- b\n", "x.yaml:1:"),  # not a mapping
     ("recipe_version: '2'\nmodel: a\ncontainer: i\ncommand: llama-server -m x\n", "x.yaml:4:"),
+    ("registries:\n  - name: official\n", "x.yaml:1:1: error: not an eugr or sparkrun recipe"),  # a manifest
 ])
 def test_malformed_or_foreign_file_is_one_line_and_nothing_written(project, text, where):
     f = write(project / "peer" / "x.yaml", text)
@@ -191,6 +192,19 @@ def test_mods_are_found_where_the_peer_finds_them_and_copied(project):
     missing = write(project / "peer" / "n.yaml", "model: a/b\ncontainer: i\nmods: [fix-b]\ncommand: vllm serve x\n")
     result = run("import", str(missing))
     assert result.exit_code == 1 and "fix-b" in result.stderr and "n.yaml:3:" in result.stderr
+
+
+def test_mods_are_found_in_the_registry_the_file_belongs_to(project):
+    reg = project / "registry"
+    write(reg / ".sparkrun" / "registry.yaml", "registries:\n  - name: official\n    recipes: official-recipes\n"
+          "    mods: official-mods\n  - name: experimental\n    recipes: experimental-recipes\n"
+          "    mods: experimental-mods\n")
+    write(reg / "official-mods" / "fix-a" / "run.sh", "#!/bin/sh\necho official\n")
+    write(reg / "experimental-mods" / "fix-a" / "run.sh", "#!/bin/sh\necho experimental\n")
+    f = write(reg / "experimental-recipes" / "x" / "r.yaml",
+              "model: a/b\ncontainer: i\nmods: [mods/fix-a]\ncommand: vllm serve {model}\n")
+    assert run("import", str(f)).exit_code == 0
+    assert (project / "recipes" / "r" / "mods" / "fix-a" / "run.sh").read_text().endswith("experimental\n")
 
 
 def test_id_from_the_stem_and_usage_errors(project):

@@ -54,6 +54,9 @@ def convert(path: Path, options: ImportOptions) -> ImportedRecipe:
     for importer in IMPORTERS:
         if importer.accepts(doc):
             return importer.convert(doc, options)
+    if "recipe_version" not in doc.data:
+        raise RecipegenError(Diagnostic(display_path(path), 1, 1, None, "not an eugr or sparkrun recipe: no "
+                                        "recipe_version, command, container or model"))
     version = doc.data.get("recipe_version")
     raise doc.error("recipe_version", f"recipe_version {version!r} is neither eugr's \"1\" nor sparkrun's \"2\"")
 

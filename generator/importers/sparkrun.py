@@ -62,7 +62,9 @@ class SparkrunImporter:
     peer = "sparkrun v2"
 
     def accepts(self, doc: YamlFile) -> bool:
-        return str(doc.data.get("recipe_version", "2")) == "2"
+        if "recipe_version" in doc.data:
+            return str(doc.data["recipe_version"]) == "2"
+        return any(k in doc.data for k in ("command", "container", "model"))  # sparkrun's v2 may omit the version
 
     def convert(self, doc: YamlFile, options: ImportOptions) -> ImportedRecipe:
         data, src = doc.data, _Sources(doc)
