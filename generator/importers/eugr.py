@@ -78,8 +78,8 @@ class EugrImporter:
                   *([Field("description", str(data["description"]), f"{doc.name}: description")]
                     if data.get("description") else []),
                   Field("docker_image", data["container"], f"{doc.name}: container"),
-                  Field("model", cmd.model or data["model"], f"{src} (its model word)" if cmd.model
-                        else f"{doc.name}: model"),
+                  Field("model", cmd.model or data["model"], f"{doc.name}: model" if cmd.model is None else
+                        f"{src} (its model word{', as model says' if cmd.model == data.get('model') else ''})"),
                   Field("required_nodes", nodes, f"{doc.name}: defaults tensor_parallel x pipeline_parallel"
                         + "".join(f", {k} {str(data[k]).lower()}" for k in ("solo_only", "cluster_only") if k in data)),
                   parallel_size("tensor_parallel_size", cmd.tensor_parallel, src, "tensor"),
