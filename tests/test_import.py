@@ -160,6 +160,9 @@ def test_eugr_placeholder_without_default_is_an_error_on_its_line(project):
     ("- a\n- b\n", "x.yaml:1:"),  # not a mapping
     ("recipe_version: '2'\nmodel: a\ncontainer: i\ncommand: llama-server -m x\n", "x.yaml:4:"),
     ("registries:\n  - name: official\n", "x.yaml:1:1: error: not an eugr or sparkrun recipe"),  # a manifest
+    ("recipe_version: '1'\nname: n\ncontainer: c\ncommand: vllm serve {a.b}\ndefaults: {a: 1}\n", "x.yaml:4:"),
+    ("recipe_version: '1'\nname: n\ncontainer: c\ncommand: vllm serve {0}\n", "x.yaml:4:"),
+    ("model: m\ncontainer: c\nmods: [a, a]\ncommand: vllm serve m\n", "x.yaml:3:"),
 ])
 def test_malformed_or_foreign_file_is_one_line_and_nothing_written(project, text, where):
     f = write(project / "peer" / "x.yaml", text)
@@ -189,6 +192,10 @@ def test_mods_are_found_where_the_peer_finds_them_and_copied(project):
               "model: a/b\ncontainer: i\nmods: [mods/fix-a]\ncommand: vllm serve {model}\n")
     assert run("import", str(f)).exit_code == 0
     assert (project / "recipes" / "m" / "mods" / "fix-a" / "run.sh").read_text() == "#!/bin/sh\necho a\n"
+    twice = write(project / "registry" / "recipes" / "deep" / "t.yaml",
+                  "model: a/b\ncontainer: i\nmods: [fix-a, mods/fix-a]\ncommand: vllm serve {model}\n")
+    result = run("import", str(twice))
+    assert result.exit_code == 1 and "mods[1]" in result.stderr and not (project / "recipes" / "t").exists()
     missing = write(project / "peer" / "n.yaml", "model: a/b\ncontainer: i\nmods: [fix-b]\ncommand: vllm serve x\n")
     result = run("import", str(missing))
     assert result.exit_code == 1 and "fix-b" in result.stderr and "n.yaml:3:" in result.stderr

@@ -56,7 +56,7 @@ class EugrImporter:
         except (KeyError, IndexError) as exc:
             raise doc.error("command", f"placeholder {exc} has no value in defaults (run-recipe.py stops "
                                        f"with 'Missing parameter')") from None
-        except ValueError as exc:
+        except (ValueError, AttributeError, TypeError) as exc:
             raise doc.error("command", f"Python str.format refuses the template: {exc} (write {{{{ and }}}} "
                                        f"for literal braces)") from None
         if not ray:

@@ -32,6 +32,9 @@ def find_mods(doc: YamlFile, refs: object) -> tuple[ModCopy, ...]:
             shown = ", ".join(str(p) for p in tried[:4]) + (f" and mods/{rel} in every parent folder")
             raise doc.error("mods", f"mods[{i}] '{ref}' not found (a folder with a run.sh): looked at {shown}; "
                                     f"sparkrun would also try eugr/spark-vllm-docker's mods/: copy it beside the file")
+        if any(m.name == folder.name for m in found):
+            raise doc.error("mods", f"mods[{i}] '{ref}' has the folder name of an earlier mod: both would land in "
+                                    f"the container as /workspace/mods/{folder.name}")
         found.append(ModCopy(folder.name, folder, f"{doc.name}: mods[{i}] ({ref})"))
     return tuple(found)
 
