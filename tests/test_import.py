@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from generator.cli import main
 
@@ -414,3 +416,31 @@ def test_every_key_of_the_file_is_carried_or_named(project, path):
     silent += [f"defaults.{k}" for k in data.get("defaults") or {}  # each: a placeholder of the command, or named
                if f"{{{k}}}" not in data["command"] and f"defaults.{k}" not in said]
     assert silent == []
+
+
+_KEYS = ["recipe_version", "name", "model", "container", "command", "defaults", "env", "mods", "min_nodes",
+         "max_nodes", "solo_only", "cluster_only", "runtime", "executor_config", "pre_exec", "benchmark", "metadata",
+         "build_args", "description", "mode", "runtime_config", "model_revision"]
+_VALUES = [None, 1, 0, -1, 2.5, True, "x", "", "1", "2", [], ["a"], [1], {}, {"a": 1}, {"tensor_parallel": "x"},
+           {"tensor_parallel": 2, "data_parallel": 2}, {"tensor_parallel": 2},
+           "vllm serve {model} -tp {tensor_parallel}",
+           "vllm serve m {x}", "python3 -m sglang.launch_server --model-path {model} --tp 2", "vllm serve m -tp 2.5",
+           "vllm serve 'open", "{", "vllm serve m --distributed-executor-backend ray \\\n", {"shm_size": 5, "user": 1},
+           ["echo hi", {"copy": "x"}], {"framework": 1}, "vllm serve m --x '{{\"a\": 1}}'", {"X": "$HOME"}]
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.dictionaries(st.sampled_from(_KEYS), st.sampled_from(_VALUES), min_size=1), ray=st.booleans())
+def test_any_file_imports_or_is_refused_with_a_diagnostic_never_a_traceback(tmp_path, data, ray):
+    from generator.diagnostics import RecipegenError
+    from generator.importers import ImportOptions, convert
+    from generator.importers.writer import render
+
+    f = tmp_path / "r.yaml"
+    f.write_text(json.dumps(data))
+    try:
+        imported = convert(f, ImportOptions(ray=ray))
+    except RecipegenError as exc:
+        assert all(d.file and d.message for d in exc.diagnostics)
+        return
+    tomllib.loads(render(imported))  # and what it writes is TOML (render also reads it back, value by value)
