@@ -444,3 +444,13 @@ def test_any_file_imports_or_is_refused_with_a_diagnostic_never_a_traceback(tmp_
         assert all(d.file and d.message for d in exc.diagnostics)
         return
     tomllib.loads(render(imported))  # and what it writes is TOML (render also reads it back, value by value)
+
+
+def test_sparkrun_pre_exec_is_setup_rendered_as_sparkrun_renders_hooks(project):
+    f = write(project / "peer" / "p.yaml", "model: a/b\ncontainer: i\ndefaults:\n  port: 9000\n"
+              "pre_exec:\n  - echo {model} {port} {nope}\n  - {copy: /x, dest: /y}\n"
+              "command: vllm serve {model} --port {port}\n")
+    result = run("import", "--dry-run", str(f))
+    assert result.exit_code == 0, result.output
+    assert tomllib.loads(result.stdout)["setup"] == ["echo a/b 9000 {nope}"]
+    assert "warning[not-carried]: pre_exec[1]: a file copy step" in result.stderr

@@ -113,9 +113,9 @@ class SparkrunImporter:
         mods = find_mods(doc, data.get("mods"))
         if mods:
             fields.append(Field("mods", [f"mods/{m.name}" for m in mods], src.of("mods")))
-        setup, not_carried = _pre_exec(doc)
+        setup, not_carried = _pre_exec(doc, chain)
         if setup:
-            fields.append(Field("setup", setup, src.of("pre_exec")))
+            fields.append(Field("setup", setup, f"{src.of('pre_exec')}, rendered over defaults (hooks.py)"))
         if runtime == "vllm-ray" and nodes > 1:
             fields.append(Field("ray_args", ["--disable-usage-stats"],
                                 "sparkrun's `ray start --head ... --disable-usage-stats` (orchestration/executor.py)"))
@@ -223,33 +223,37 @@ def _node_count(doc: YamlFile, defaults: dict[str, Any]) -> int:
     return 1 if solo else max(nodes, 1)
 
 
-def _render(doc: YamlFile, command: str, chain: dict[str, Any]) -> tuple[str, list[str]]:
-    """sparkrun's Recipe.render_command: arg_substitute until nothing changes."""
+def _substitute(doc: YamlFile, key: str, text: str, chain: dict[str, Any]) -> str:
+    """vpd's arg_substitute repeated until nothing changes, as sparkrun renders a command and its pre_exec
+    (hooks.render_hook_command): `{key}` becomes str() of the value; a key without one stays as written."""
     def replace(m: re.Match[str]) -> str:
         value = chain.get(m.group().strip("}{"))
         return str(value) if value is not None else m.group()
 
-    rendered, last = command, None
+    rendered, last = text, None
     for _ in range(100):
         if rendered == last:
-            break
+            return rendered
         last, rendered = rendered, _ARG.sub(replace, rendered)
-    else:
-        raise doc.error("command", "its placeholders never stop expanding (a default names itself)")
-    rendered = _TRAILING_SPACE_CONTINUATION.sub("\\\\\n", rendered)
+    raise doc.error(key, "its placeholders never stop expanding (a default names itself)")
+
+
+def _render(doc: YamlFile, command: str, chain: dict[str, Any]) -> tuple[str, list[str]]:
+    """sparkrun's Recipe.render_command: the substitution, then `\\ <newline>` made a line continuation."""
+    rendered = _TRAILING_SPACE_CONTINUATION.sub("\\\n", _substitute(doc, "command", command, chain))
     unresolved = [m.group() for m in _ARG.finditer(rendered)
                   if m.group().strip("}{") not in chain and not m.group().startswith(('{"', "{'"))]
     return rendered, unresolved
 
 
-def _pre_exec(doc: YamlFile) -> tuple[list[str], list[NotCarried]]:
+def _pre_exec(doc: YamlFile, chain: dict[str, Any]) -> tuple[list[str], list[NotCarried]]:
     value = doc.data.get("pre_exec") or []
     if not isinstance(value, list):
         raise doc.error("pre_exec", "must be a list of commands")
     setup, named = [], []
     for i, step in enumerate(value):
         if isinstance(step, str):
-            setup.append(step)
+            setup.append(_substitute(doc, "pre_exec", step, chain))
         else:
             named.append(NotCarried(f"pre_exec[{i}]", doc.line("pre_exec"),
                                     "a file copy step: put the files in a mod folder (a run.sh that copies them)"))
