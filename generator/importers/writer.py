@@ -2,7 +2,8 @@
 
 Every value carries a comment naming its source (`# x.yaml: defaults.max_model_len`), so a reader can check the
 translation line by line. Output is a function of the import alone: a second import of the same file gives the
-same bytes. The folder is staged beside its final place and renamed in one step: a failure leaves nothing.
+same bytes. The folder is staged in a hidden folder at the project root and renamed into recipes/: a failure
+leaves nothing.
 """
 
 from __future__ import annotations
