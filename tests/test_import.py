@@ -454,3 +454,10 @@ def test_sparkrun_pre_exec_is_setup_rendered_as_sparkrun_renders_hooks(project):
     assert result.exit_code == 0, result.output
     assert tomllib.loads(result.stdout)["setup"] == ["echo a/b 9000 {nope}"]
     assert "warning[not-carried]: pre_exec[1]: a file copy step" in result.stderr
+
+
+@pytest.mark.parametrize("bad,line", [("NODES\n", 2), ("9X=1\n", 2), ("ETH_IF=a\n", 2)])
+def test_eugr_env_lines_launch_cluster_refuses_are_refused(project, bad, line):
+    f = write(project / "e" / ".env", "ETH_IF=enp1\n" + bad + "CLUSTER_NODES=10.0.0.1\n")
+    result = run("import", "--dry-run", str(f))
+    assert result.exit_code == 1 and f".env:{line}:" in result.stderr and len(result.stderr.splitlines()) == 1

@@ -1,7 +1,7 @@
 """Cluster settings of the peers as a cluster.toml: eugr's `.env` and a sparkrun cluster file.
 
-eugr's .env is read as run-recipe.py's load_env_file reads it (KEY=value lines, `#` comments, one pair of quotes
-stripped): CLUSTER_NODES (head first) are the nodes' fabric addresses, since launch-cluster.sh hands them to each
+eugr's .env is read as launch-cluster.sh reads it (KEY=value lines, `#` comments, a pair of matching quotes
+stripped; a line without '=', a bad name or a repeated key refuses the file): CLUSTER_NODES (head first) are the nodes' fabric addresses, since launch-cluster.sh hands them to each
 node as its --host-ip; ETH_IF and IB_IF become the variables run-cluster-node.sh exports for them; every
 CONTAINER_<NAME> but CONTAINER_NAME is a `-e NAME=value` of launch-cluster.sh; MASTER_PORT its rendezvous port.
 A sparkrun cluster file (~/.config/sparkrun/clusters/<name>.yaml: name, hosts, user, cache_dir, transfer_*,
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import re
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +29,7 @@ from generator.lint import secret_name
 SCHEMA_LINE = "#:schema ./schema/cluster.schema.json"
 _ETH_VARS = ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "TP_SOCKET_IFNAME", "UCX_NET_DEVICES", "MN_IF_NAME",
              "OMPI_MCA_btl_tcp_if_include")  # run-cluster-node.sh: all set to --eth-if
+_ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _ENV_KEYS_USED = {"CLUSTER_NODES", "ETH_IF", "IB_IF", "MASTER_PORT", "CONTAINER_NAME", "LOCAL_IP"}
 
 
@@ -71,9 +73,17 @@ def _eugr_env(path: Path) -> ImportedCluster:
     values: dict[str, tuple[str, int]] = {}
     for number, raw in enumerate(path.read_text("utf-8").splitlines(), 1):
         line = raw.strip()
-        if line and not line.startswith("#") and "=" in line:
-            key, _, value = line.partition("=")
-            values[key.strip()] = (value.strip().strip('"').strip("'"), number)
+        if not line or line.startswith("#"):
+            continue
+        key, eq, value = line.partition("=")
+        key, value = key.strip(), value.strip()
+        problem = ("no '=': not KEY=value" if not eq else "not a variable name" if not _ENV_KEY.match(key)
+                   else f"{key} again (first on line {values[key][1]})" if key in values else None)
+        if problem:  # launch-cluster.sh refuses the whole file for each of these
+            raise RecipegenError(Diagnostic(shown, number, None, key or None, problem))
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":  # one pair of matching quotes
+            value = value[1:-1]
+        values[key] = (value, number)
 
     def fail(key: str, message: str) -> RecipegenError:
         return RecipegenError(Diagnostic(shown, values.get(key, ("", None))[1], None, key, message))
