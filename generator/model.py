@@ -61,6 +61,7 @@ class Mod:
     source: str  # the folder as the recipe names it
     files: tuple[ModFile, ...]
     origin: Origin
+    folder: Path | None = None  # where it was found (the lint rule outside-project checks it)
 
 
 _DECIMAL = re.compile("[0-9]+")
