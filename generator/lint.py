@@ -111,7 +111,9 @@ def _owned_env(recipe: Recipe, cluster: Cluster | None) -> Findings:
 def _bad_json(recipe: Recipe, cluster: Cluster | None) -> Findings:
     for group in _flags(recipe):
         for value in group.values[:1]:
-            problem = json_problem(value) if lint_flags.takes_json(recipe, group) else None
+            problem = json_problem(value)
+            if problem and not lint_flags.takes_json(recipe, group):
+                continue  # looks like JSON, but the engine reads it as text (a chat template, a [name])
             if problem:
                 yield (group.args[0].origin, "args",
                        f"'{group.flag}' value is not valid JSON: {problem}: {value.strip()[:60]}"

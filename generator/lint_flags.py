@@ -104,7 +104,7 @@ def _flag_arity(recipe: Recipe, cluster: Cluster | None) -> Findings:
     for group, found in checked:
         if found.spec is None or (not release.exact and not engineflags.same_type_everywhere(release, found.spec)):
             continue
-        if group.values and takes_json(recipe, group) and json_problem(group.values[0]):
+        if group.values and json_problem(group.values[0]) and takes_json(recipe, group):
             continue  # JSON split into words: bad-json says so, with how to quote it
         problem = arity_problem(found.spec, group, following[id(group)])
         if problem:

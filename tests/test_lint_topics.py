@@ -265,3 +265,17 @@ def test_a_draft_model_path_no_mount_reaches(tmp_path):
     path = _recipe(tmp_path, HEAD + args)
     (f,) = findings(validate(path))
     assert (f.rule, f.key, f.line) == ("model-mount", "args", 4) and "'/drafts/eagle'" in f.message
+
+
+# --- the README lists every rule --------------------------------------------------------------------------------
+
+
+def test_the_readme_lists_every_rule_with_its_level():
+    import re
+
+    from generator.lint import RULES
+
+    readme = (ROOT / "README.md").read_text("utf-8")
+    rows = set(re.findall(r"^\| `([a-z-]+)` \| (error|warning) \|", readme, re.M))
+    missing = [(r.id, r.severity.value) for r in RULES if (r.id, r.severity.value) not in rows]
+    assert not missing, f"README's lint table lacks {missing}"
