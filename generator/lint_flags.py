@@ -21,10 +21,12 @@ if TYPE_CHECKING:
 ENGINE_SERVERS = {"vllm": ("vllm serve", "vllm.entrypoints.openai.api_server"),
                   "sglang": ("sglang.launch_server", "sglang serve")}
 
-# Flags whose value the engine reads as JSON although its parser takes a plain string, so the flag data records
-# them as `str`: vLLM's --hf-overrides (a dict, or a callable from Python: the CLI passes the JSON text on) and
-# SGLang's --json-model-override-args (json.loads in its model config).
-JSON_STRINGS = {"vllm": ("--hf-overrides",), "sglang": ("--json-model-override-args",)}
+# Flags whose value the engine reads as JSON although the flag data records them as `str`: SGLang's
+# --json-model-override-args (a string its model config passes to json.loads), and vLLM's --hf-overrides, typed
+# `dict | callable`, which vLLM's `union_dict_and_str` parses as JSON only when the value is `{...}` (any other
+# value stays a string).
+JSON_STRINGS = {"sglang": ("--json-model-override-args",)}
+JSON_WHEN_BRACED = {"vllm": ("--hf-overrides",)}
 
 
 def engine_flag_groups(recipe: Recipe) -> tuple[Release | None, list[tuple[FlagGroup, Lookup]]]:
@@ -48,6 +50,8 @@ def takes_json(recipe: Recipe, group: FlagGroup) -> bool:
 
     if group.flag in JSON_STRINGS.get(recipe.engine, ()):
         return True
+    if group.flag in JSON_WHEN_BRACED.get(recipe.engine, ()):
+        return bool(group.values) and group.values[0].lstrip().startswith("{")
     exact = engineflags.release_for_image(recipe.engine, recipe.docker_image)
     versions = ([exact.version] if exact else []) + list(reversed(engineflags.releases(recipe.engine)))
     for version in versions:

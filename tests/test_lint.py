@@ -486,7 +486,7 @@ QUOTING_HINT = "wrap it in single quotes inside the string"
     ('    "--compilation-config", "{\\"level\\":3}",\n', "1 word without its double quotes"),
     ('    "--speculative-config={\\"method\\": \\"mtp\\"}",\n', "2 words"),
     ('    "--override-generation-config", "{\\"temperature\\": 0.6,}",\n', "2 words"),
-    ('    "--hf-overrides", "[\\"a\\", \\"b\\"]",\n', "2 words"),
+    ('    "--hf-overrides", "{\\"max_position_embeddings\\": 4096}",\n', "2 words"),  # vLLM: JSON when {...}
 ])
 def test_unquoted_json_hints_at_shell_quotes(tmp_path, args, became):
     result = validate(tmp_recipe(tmp_path, args))

@@ -18,6 +18,8 @@ from test_lint import CLUSTER, ROOT, findings, run, tmp_recipe, validate
     ('    "--max-model-len", "32768", "4096",\n', "flag-arity", ("'4096'", "unrecognized arguments")),
     ('    "--max-num-seqs", "",\n', "flag-arity", ("takes a value, but none follows it", "it is the last word")),
     ('    "--kv-cache-dtype",\n    "--enforce-eager",\n', "flag-arity", ("'--enforce-eager' is a flag",)),
+    # [a, and b] of an unquoted list: vLLM keeps "[a," as text (JSON only when {...}) and refuses the word "b]"
+    ('    "--hf-overrides", "[\\"a\\", \\"b\\"]",\n', "flag-arity", ("'b]'", "unrecognized arguments")),
     ('    "--served-model-name",\n', "flag-arity", ("takes a value",)),  # nargs '+': at least one
 ])
 def test_flag_arity_spellings(tmp_path, args, rule, names):
@@ -45,6 +47,7 @@ def test_flag_arity_accepts_what_the_engine_accepts(tmp_path, args):
     # an inline chat template and a bracketed served name are strings to the engine, not JSON
     '    "--chat-template", "\'{% for m in messages %}{{ m.content }}{% endfor %}\'",\n',
     '    "--served-model-name", "\'[qwen]\'",\n',
+    '    "--hf-overrides", "\'[qwen]\'",\n',  # vLLM reads it as JSON only when it is {...}
 ])
 def test_bad_json_only_for_flags_that_take_json(tmp_path, args):
     result = validate(tmp_recipe(tmp_path, args, nodes=1), "--strict")
