@@ -5,20 +5,34 @@ needs the plan (a cluster) and Jinja: a recipe whose mods and setup are far belo
 
 from __future__ import annotations
 
-
 from generator.diagnostics import RecipegenError
 from generator.lint_registry import ERROR, Findings, rule
 from generator.model import Cluster, Recipe
+from generator.plan import MODS_DIR
 
 MAX_INLINE_LAUNCHER = 128 * 1024 - 1
-# The launcher's own text and quoting add to what the recipe carries; below this share of the limit the recipe's
-# text cannot reach it (quoting at most quadruples a single quote, and files' text is mostly other characters).
-_RENDER_FROM = MAX_INLINE_LAUNCHER // 8
+# Below this bound the launcher cannot reach the limit, so no rendering is needed: its own text (templates/
+# launch.sh.j2, under 8 KiB), plus what the recipe carries (a setup command is written twice: echoed, then run),
+# each byte at most 5 after shell quoting (shlex.quote writes a ' as '"'"').
+_TEMPLATE_BYTES = 8 * 1024
+_QUOTED = 5
+
+
+_PER_MOD = 256  # the lines that run one mod
+_PER_FILE = 64  # the fixed words of the line that writes one file (its path is counted apart)
 
 
 def _carried(recipe: Recipe) -> int:
-    return (sum(len(f.text.encode("utf-8")) for m in recipe.mods for f in m.files)
-            + sum(len(s.word.encode("utf-8")) for s in recipe.setup))
+    """The bytes the recipe puts into the launcher, before quoting: each file's text, its comment and its path
+    (written four times: mkdir, printf, chmod and the comment), each mod's run lines, and the setup commands."""
+    files = sum(len(f.text.encode("utf-8")) + len(m.source.encode("utf-8")) + _PER_FILE
+                + 4 * len(f"{MODS_DIR}/{m.name}/{f.path}") for m in recipe.mods for f in m.files)
+    return (files + _PER_MOD * len(recipe.mods)
+            + 2 * sum(len(s.word.encode("utf-8")) for s in recipe.setup))
+
+
+def could_exceed(recipe: Recipe) -> bool:
+    return _TEMPLATE_BYTES + _QUOTED * _carried(recipe) > MAX_INLINE_LAUNCHER
 
 
 def launcher_sizes(recipe: Recipe, cluster: Cluster) -> list[tuple[str, int]]:
@@ -37,7 +51,7 @@ def launcher_sizes(recipe: Recipe, cluster: Cluster) -> list[tuple[str, int]]:
 @rule("stack-argument", ERROR, "a node's Swarm launcher (setup, mods' files) above Linux's 128 KiB per argument",
       needs_cluster=True)
 def _stack_argument(recipe: Recipe, cluster: Cluster | None) -> Findings:
-    if cluster is None or _carried(recipe) < _RENDER_FROM:
+    if cluster is None or not could_exceed(recipe):
         return
     try:
         sizes = launcher_sizes(recipe, cluster)

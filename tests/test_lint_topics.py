@@ -282,3 +282,52 @@ def test_the_readme_lists_every_rule_with_its_level():
     rows = set(re.findall(r"^\| `([a-z-]+)` \| (error|warning) \|", readme, re.M))
     missing = [(r.id, r.severity.value) for r in RULES if (r.id, r.severity.value) not in rows]
     assert not missing, f"README's lint table lacks {missing}"
+
+
+# --- stack-argument: the shortcut that spares rendering is safe ---------------------------------------------------
+
+
+@pytest.mark.parametrize("text", ["'", "a", "é"])
+def test_a_launcher_below_the_render_bound_fits_in_one_argument(tmp_path, text):
+    """stack-argument renders the launcher only when the recipe could exceed the limit: just below that bound, with
+    the text that quotes worst (every ' becomes 5 bytes), the rendered launcher still fits."""
+    from dataclasses import replace
+
+    from generator.lint_launch import MAX_INLINE_LAUNCHER, could_exceed, launcher_sizes
+    from generator.model import Arg
+    from generator.resolve import load_cluster, load_recipe
+
+    path = _recipe(tmp_path, HEAD + 'required_nodes = 2\ntensor_parallel_size = 2\nsetup = ["x"]\n')
+    recipe = load_recipe(path)
+    count = 1
+    while not could_exceed(replace(recipe, setup=(Arg(text * count * 2, recipe.setup[0].origin),))):
+        count *= 2
+    while not could_exceed(replace(recipe, setup=(Arg(text * (count + 1), recipe.setup[0].origin),))):
+        count += 1  # the largest setup command the shortcut does not render
+    widest = replace(recipe, setup=(Arg(text * count, recipe.setup[0].origin),))
+    assert not could_exceed(widest) and count * len(text.encode("utf-8")) > 8 * 1024
+    sizes = launcher_sizes(widest, load_cluster(CLUSTER))
+    assert all(size <= MAX_INLINE_LAUNCHER for _, size in sizes), sizes
+
+
+def test_a_mod_of_many_small_files_below_the_render_bound_fits(tmp_path):
+    """Each file costs its path and the words that write it, not only its text: many empty files add up."""
+    from dataclasses import replace
+
+    from generator.lint_launch import MAX_INLINE_LAUNCHER, could_exceed, launcher_sizes
+    from generator.model import Mod, ModFile
+    from generator.resolve import load_cluster, load_recipe
+
+    recipe = load_recipe(_recipe(tmp_path, HEAD + 'required_nodes = 2\ntensor_parallel_size = 2\nsetup = ["x"]\n'))
+
+    def with_files(n: int):
+        files = (ModFile("run.sh", "#!/bin/sh\n", True),) + tuple(
+            ModFile(f"pkg/sub_{i:05d}/__init__.py", "", False) for i in range(n))
+        return replace(recipe, mods=(Mod("many-files", "mods/many-files", files, recipe.setup[0].origin),))
+
+    count = 1
+    while not could_exceed(with_files(count + 1)):
+        count += 1
+    assert not could_exceed(with_files(count)) and count > 50
+    sizes = launcher_sizes(with_files(count), load_cluster(CLUSTER))
+    assert all(size <= MAX_INLINE_LAUNCHER for _, size in sizes), sizes
