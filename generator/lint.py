@@ -9,21 +9,18 @@ from __future__ import annotations
 import json
 import posixpath
 import re
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from generator.argwords import group_flags, json_problem
-from generator.diagnostics import Diagnostic, Severity
+from generator.diagnostics import Diagnostic
 from generator.engines import OWNED_ENV, OWNED_FLAGS, OWNED_RAY_FLAGS
 # The rule modules grouped by what they protect register themselves on import: lint_recipe runs them all.
 from generator import lint_flags, lint_launch, lint_mounts, lint_paths, lint_ports  # noqa: F401
-from generator.lint_registry import ERROR, RULES as RULES, WARNING, Findings, Rule as Rule, flags, rule
+from generator.lint_registry import ERROR, RULES as RULES, WARNING, Findings, flags, rule
 from generator.model import (HF_CACHE_IN_CONTAINER, Cluster, ContainerOptions, FlagGroup, Mount, NodeChoiceError,
                              Origin, Recipe, container_target)
 from generator.plan import LAUNCHER_PATH
 from generator.tomldoc import KeyPath, TomlDocument, format_key
-
-if TYPE_CHECKING:  # engineflags loads its data on import: only a lint run that checks flags pays for it
-    from generator.engineflags import Lookup, Release
 
 LAUNCHER_DIR = posixpath.dirname(LAUNCHER_PATH)  # /opt/recipegen: the compiler's, like the cache mount
 FABRIC_ENV = re.compile(r"^(NCCL_|UCX_|GLOO_|TP_SOCKET_|OMPI_MCA_btl_tcp_if|NVSHMEM_)")
@@ -371,14 +368,11 @@ def _shell_literal(recipe: Recipe, cluster: Cluster | None) -> Findings:
                                        "as written, or write the value it stands for")
 
 
-_engine_flag_groups = lint_flags.engine_flag_groups
-
-
 @rule("unknown-flag", WARNING, "a flag the engine release the image runs does not accept (did-you-mean)")
 def _unknown_flag(recipe: Recipe, cluster: Cluster | None) -> Findings:
     from generator import engineflags
 
-    release, checked = _engine_flag_groups(recipe)
+    release, checked = lint_flags.engine_flag_groups(recipe)
     if release is None:
         return
     for group, found in checked:
@@ -395,7 +389,7 @@ def _unknown_flag(recipe: Recipe, cluster: Cluster | None) -> Findings:
 def _flag_value(recipe: Recipe, cluster: Cluster | None) -> Findings:
     from generator import engineflags
 
-    release, checked = _engine_flag_groups(recipe)
+    release, checked = lint_flags.engine_flag_groups(recipe)
     if release is None:
         return
     for group, found in checked:
@@ -407,7 +401,7 @@ def _flag_value(recipe: Recipe, cluster: Cluster | None) -> Findings:
 
 
 def lint_cluster(doc: TomlDocument) -> list[Diagnostic]:
-    """Rules over a cluster file alone: secrets."""
+    """Rules over a cluster file alone: secrets, pass_env clashes, owned env and Ray flags, its ports."""
     found = []
 
     def walk(value: Any, path: KeyPath) -> None:
