@@ -43,6 +43,11 @@ def _cases() -> list[Case]:
     cases += [Case(f"lint/{p.parent.parent.name}/{p.parent.name}", p, LINT_CLUSTER)
               for p in sorted(LINT.glob("*/*/recipe.toml"))]
     cases += [Case(f"lint-cluster/{p.parent.name}", PLAIN_RECIPE, p) for p in sorted(LINT.glob("*/*/cluster.toml"))]
+    # and the inputs that build: the shipped recipes and the golden cases, each on its own cluster
+    cases += [Case(f"shipped/{p.parent.name}", p, ROOT / "cluster.toml")
+              for p in sorted((ROOT / "recipes").glob("*/recipe.toml"))]
+    cases += [Case(f"golden/{p.parents[2].name}/{p.parent.name}", p, p.parents[2] / "cluster.toml")
+              for p in sorted((ROOT / "tests" / "golden").glob("*/recipes/*/recipe.toml"))]
     return cases
 
 
@@ -73,6 +78,7 @@ def _in_root(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_the_cases_cover_corpus_and_fixtures() -> None:
     assert len([c for c in CASES if c.id.startswith("corpus/")]) >= 40
     assert len([c for c in CASES if c.id.startswith("lint/")]) >= 50
+    assert len([c for c in CASES if c.id.startswith(("shipped/", "golden/"))]) >= 10
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
