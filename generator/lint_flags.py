@@ -21,12 +21,9 @@ if TYPE_CHECKING:
 ENGINE_SERVERS = {"vllm": ("vllm serve", "vllm.entrypoints.openai.api_server"),
                   "sglang": ("sglang.launch_server", "sglang serve")}
 
-# Flags whose value the engine reads as JSON although the flag data records them as `str`: SGLang's
-# --json-model-override-args (a string its model config passes to json.loads), and vLLM's --hf-overrides, typed
-# `dict | callable`, which vLLM's `union_dict_and_str` parses as JSON only when the value is `{...}` (any other
-# value stays a string).
+# Flags whose value the engine reads as JSON although its parser takes a plain string, so the flag data records
+# them as `str`: SGLang's --json-model-override-args (a string its model config passes to json.loads).
 JSON_STRINGS = {"sglang": ("--json-model-override-args",)}
-JSON_WHEN_BRACED = {"vllm": ("--hf-overrides",)}
 
 
 def engine_flag_groups(recipe: Recipe) -> tuple[Release | None, list[tuple[FlagGroup, Lookup]]]:
@@ -44,20 +41,20 @@ def engine_flag_groups(recipe: Recipe) -> tuple[Release | None, list[tuple[FlagG
 
 
 def takes_json(recipe: Recipe, group: FlagGroup) -> bool:
-    """The flag's value is JSON to the engine: the data says so for the image's release or, where that release
-    does not know the flag (or the entrypoint is a wrapper), for the newest release that does."""
+    """The flag's value is JSON to the engine: the data says so (`json`, or `json_or_str` and the value is `{...}`)
+    for the image's release or, where that release does not know the flag (or the entrypoint is a wrapper), for
+    the newest release that does."""
     from generator import engineflags
 
     if group.flag in JSON_STRINGS.get(recipe.engine, ()):
         return True
-    if group.flag in JSON_WHEN_BRACED.get(recipe.engine, ()):
-        return bool(group.values) and group.values[0].lstrip().startswith("{")
     exact = engineflags.release_for_image(recipe.engine, recipe.docker_image)
     versions = ([exact.version] if exact else []) + list(reversed(engineflags.releases(recipe.engine)))
     for version in versions:
         spec = engineflags.lookup(engineflags.Release(recipe.engine, version, True, ""), group.args[0].word).spec
-        if spec is not None:
-            return spec.type == "json"
+        if spec is not None:  # vLLM's union_dict_and_str (json_or_str) reads only a {...} value as JSON
+            braced = bool(group.values) and group.values[0].lstrip().startswith("{")
+            return spec.type == "json" or (spec.type == "json_or_str" and braced)
     return False
 
 
