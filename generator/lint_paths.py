@@ -103,6 +103,8 @@ def _build_settings(recipe: Recipe, cluster: Cluster | None) -> Findings:
                                                  "written and the image is pulled as `docker_image`; name the build "
                                                  "context with `docker_image_dir`, or remove it")
         return
+    if _leaves(recipe, context.folder or context.looked[0], root):
+        return  # outside-project says it
     if context.folder is None:
         looked = ", ".join(display_path(p) for p in context.looked)
         yield (recipe.origins["docker_image_dir"], "docker_image_dir",
@@ -110,8 +112,7 @@ def _build_settings(recipe: Recipe, cluster: Cluster | None) -> Findings:
                "image is pulled as `docker_image`; add the folder or remove the key")
         return
     path = context.dockerfile_path
-    if recipe.dockerfile and path is not None and not _leaves(recipe, context.folder, root) \
-            and not path.resolve().is_relative_to(context.folder.resolve()):
+    if recipe.dockerfile and path is not None and not path.resolve().is_relative_to(context.folder.resolve()):
         yield (recipe.origins["dockerfile"], "dockerfile",
                f"'{recipe.dockerfile}' lies outside its build context {display_path(context.folder)}: Compose's "
                "BuildKit builds it, but the classic builder (DOCKER_BUILDKIT=0) refuses a Dockerfile outside the "

@@ -331,3 +331,11 @@ def test_a_mod_of_many_small_files_below_the_render_bound_fits(tmp_path):
     assert not could_exceed(with_files(count)) and count > 50
     sizes = launcher_sizes(with_files(count), load_cluster(CLUSTER))
     assert all(size <= MAX_INLINE_LAUNCHER for _, size in sizes), sizes
+
+
+def test_a_build_folder_outside_the_project_that_does_not_exist_is_one_finding(project):
+    folder = project / "recipes" / "r"
+    folder.mkdir()
+    (folder / "recipe.toml").write_text('docker_image_dir = "../../../nowhere"\n' + HEAD)
+    result = run("validate", str(folder / "recipe.toml"), "--cluster", str(CLUSTER))
+    assert [(f.rule, f.key) for f in findings(result)] == [("outside-project", "docker_image_dir")], result.stderr
