@@ -51,8 +51,8 @@ def launcher_sizes(recipe: Recipe, cluster: Cluster) -> list[tuple[str, int]]:
 @rule("stack-argument", ERROR, "a node's Swarm launcher (setup, mods' files) above Linux's 128 KiB per argument",
       needs_cluster=True)
 def _stack_argument(recipe: Recipe, cluster: Cluster | None) -> Findings:
-    if cluster is None or not could_exceed(recipe):
-        return
+    if cluster is None or not could_exceed(recipe) or any(doc.dropped for doc in recipe.documents):
+        return  # no plan to render (a recipe with invalid keys dropped is no ground to plan on)
     try:
         sizes = launcher_sizes(recipe, cluster)
     except RecipegenError:  # a plan that cannot be made is another rule's finding (too-many-nodes ...)
