@@ -17,9 +17,8 @@ from generator.engines import OWNED_ENV, OWNED_FLAGS, OWNED_RAY_FLAGS
 # The rule modules grouped by what they protect register themselves on import: lint_recipe runs them all.
 from generator import lint_flags, lint_launch, lint_mounts, lint_paths, lint_ports  # noqa: F401
 from generator.lint_registry import ERROR, RULES as RULES, WARNING, Findings, flags, rule
-from generator.model import (HF_CACHE_IN_CONTAINER, Cluster, ContainerOptions, FlagGroup, Mount, NodeChoiceError,
-                             Origin, Recipe, container_target)
-from generator.plan import LAUNCHER_PATH
+from generator.model import (HF_CACHE_IN_CONTAINER, LAUNCHER_PATH, Cluster, ContainerOptions, FlagGroup, Mount,
+                             NodeChoiceError, Origin, Recipe, container_target)
 from generator.tomldoc import KeyPath, TomlDocument, format_key
 
 LAUNCHER_DIR = posixpath.dirname(LAUNCHER_PATH)  # /opt/recipegen: the compiler's, like the cache mount

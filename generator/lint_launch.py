@@ -7,8 +7,7 @@ from __future__ import annotations
 
 from generator.diagnostics import RecipegenError
 from generator.lint_registry import ERROR, Findings, rule
-from generator.model import Cluster, Recipe
-from generator.plan import MODS_DIR
+from generator.model import MODS_DIR, Cluster, Recipe
 
 MAX_INLINE_LAUNCHER = 128 * 1024 - 1
 # Below this bound the launcher cannot reach the limit, so no rendering is needed: its own text (templates/

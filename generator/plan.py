@@ -18,6 +18,7 @@ from generator.engines import (OWNED_ENV, draft_models, flag_value, rank_command
                                served_model_name)
 from generator.model import (COMPILER, CONTAINER_KEYS, DEFAULT, HF_CACHE_IN_CONTAINER, RECIPE_SCALARS, Arg, Cluster,
                              ContainerOptions, Node, NodeChoiceError, Origin, Recipe, Ulimits)
+from generator.model import LAUNCHER_PATH as LAUNCHER_PATH, MODS_DIR as MODS_DIR  # the plan's vocabulary too
 from generator.units import duration_ns, size_bytes
 
 LABEL_PREFIX = "dev.recipegen"
@@ -25,9 +26,6 @@ ENGINE_SERVICE = "engine"  # the one service of every per-node compose file (tem
 SWARM_NODE_LABEL = "recipegen.node"  # the Swarm node label `placement` pins a rank with
 GPU_RESOURCE_KIND = "NVIDIA_GPU"  # the Swarm generic resource a rank reserves (templates/stack.yaml.j2)
 RESTART_ATTEMPTS = 3  # a rank whose peers are gone must not restart forever
-# Where recipegen's own files land in the engine container: the launcher and the mods.
-LAUNCHER_PATH = "/opt/recipegen/launch.sh"
-MODS_DIR = "/workspace/mods"  # where eugr and sparkrun put them: mods may rely on it
 # vLLM's Ray executor copies the driver's (head's) variables to every worker except the names this file lists
 # (vllm/ray/ray_env.py: RAY_NON_CARRY_OVER_ENV_VARS, read from VLLM_CONFIG_ROOT).
 NON_CARRY_OVER_FILE = "ray_non_carry_over_env_vars.json"
