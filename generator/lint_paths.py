@@ -36,7 +36,8 @@ def _path_problem(given: str, found: Path, root: Path) -> str | None:
         return (f"'{given}' is {found.resolve()}, which is outside the project ({display_path(root)}): {PORTABLE}; "
                 "move it into the project")
     if Path(given).is_absolute():
-        return f"'{given}' is an absolute path: {PORTABLE}, elsewhere; give it relative to the recipe"
+        return (f"'{given}' is an absolute path, which a clone at another path does not have: {PORTABLE}; give "
+                "it relative to the recipe")
     return None
 
 
