@@ -82,8 +82,8 @@ def arity_problem(spec: FlagSpec, group: FlagGroup, following: FlagGroup | None)
     if len(values) < least:
         after = (f"the next word '{following.args[0].word}' is a flag" if following is not None
                  else "it is the last word")
-        return (f"takes a value, but none follows it ({after}; an empty element \"\" gives no word): the engine "
-                "refuses it at start-up (\"expected one argument\")")
+        return (f"takes a value, but none follows it ({after}; an empty element \"\" gives no word, \"''\" is an "
+                "empty value): the engine refuses it at start-up (\"expected one argument\")")
     if len(values) > most:
         stray = values[int(most):]
         shown = ", ".join(f"'{v}'" for v in stray[:3]) + (" ..." if len(stray) > 3 else "")

@@ -339,3 +339,10 @@ def test_a_build_folder_outside_the_project_that_does_not_exist_is_one_finding(p
     (folder / "recipe.toml").write_text('docker_image_dir = "../../../nowhere"\n' + HEAD)
     result = run("validate", str(folder / "recipe.toml"), "--cluster", str(CLUSTER))
     assert [(f.rule, f.key) for f in findings(result)] == [("outside-project", "docker_image_dir")], result.stderr
+
+
+def test_an_empty_value_written_as_two_quotes_is_a_value(tmp_path):
+    """"" is no word (the element vanishes when the args are split); "''" is the empty word."""
+    result = validate(tmp_recipe(tmp_path, '    "--chat-template", "\'\'",\n    "--max-num-seqs", "8",\n', nodes=1),
+                      "--strict")
+    assert result.exit_code == 0 and findings(result) == [], result.stderr
