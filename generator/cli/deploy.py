@@ -155,9 +155,16 @@ def ps(recipe: str, cluster_path: Path | None, out_dir: Path | None, swarm: bool
     """One table of RECIPE's ranks across nodes: node, context, container, state, health, status."""
     from generator.deploy import actions
 
+    from generator.deploy.targets import display_name
+
     dep = from_out(recipe, cluster_path, out_dir)
     result = actions.ps(dep, backend_for(dep, swarm, change=False))
-    table(dep.project, ["node", "context", "container", "state", "health", "uptime", "status"],
+    name = display_name(dep)
+    if name and name != dep.project:  # a title: printable, and no rich markup (`[b]`) taken from a recipe
+        from rich.markup import escape
+
+        name = escape("".join(ch if ch.isprintable() else "?" for ch in name))
+    table(f"{dep.project} ({name})" if name and name != dep.project else dep.project, ["node", "context", "container", "state", "health", "uptime", "status"],
           [[r.node, r.context, r.container, r.state, r.health, r.uptime, r.status] for r in result.ranks])
     unreachable = result.unreachable
     if unreachable:  # a table of question marks is not a status: scripts must see it failed

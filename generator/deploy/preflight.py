@@ -11,6 +11,7 @@ from generator.deploy.contexts import context_finding
 from generator.deploy.docker import DockerError, Failure, Refusal, bind_source, reason, refusal
 from generator.deploy.findings import Finding, Severity
 from generator.deploy.names import ENGINE_SERVICE, RECIPE_LABEL, preflight_project
+from generator.deploy.requirements import engine_finding, needs_of_files
 from generator.deploy.targets import CompiledDeployment, Target, each
 from generator.model import HF_CACHE_IN_CONTAINER
 from generator.modelid import read_model
@@ -50,6 +51,9 @@ def _check_node(target: Target, plan: NodePlan) -> tuple[list[Finding], str | No
             add(Severity.WARNING, codes.PASS_ENV_UNSET, f"{name} (pass_env) is not set here: the engine will start "
                                                         "without it")
     try:  # the first call doubles as the "does the context answer" check
+        too_old = engine_finding(target.name, needs_of_files([target.compose_file]), target.docker.server_version())
+        if too_old:  # the trial below would fail on the feature, with the daemon's words: say the version
+            return [*out, too_old], None
         for other in _other_recipes(target, plan.recipe_id):
             add(Severity.ERROR, codes.NODE_BUSY, f"node is busy: recipe '{other}' runs here (one GPU per node; "
                                                  f"`recipegen down {other}` first)")
