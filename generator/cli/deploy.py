@@ -81,7 +81,10 @@ def recipe_target(swarm: bool = True) -> Decorator:
 @click.option("--sync", is_flag=True, help="First put the image and the models on every node (`images`, `models`).")
 def up(recipe: str, cluster_path: Path | None, out_dir: Path | None, swarm: bool, timeout: float, keep: bool,
        sync: bool) -> None:
-    """Preflight every node, start RECIPE's ranks, and wait until the head serves the model."""
+    """Preflight every node, start RECIPE's ranks, and wait until the head serves the model.
+
+    First, once: this machine's Docker Compose and each node's Engine against the versions the files' headers
+    name; an older one is one line and nothing starts."""
     from generator.deploy import actions
     from generator.deploy.backends import choose
     from generator.deploy.findings import Severity, errors
@@ -139,7 +142,9 @@ def _report_down(result: DownResult, err: bool = False) -> None:
 @click.command()
 @recipe_target()
 def down(recipe: str, cluster_path: Path | None, out_dir: Path | None, swarm: bool) -> None:
-    """Stop and remove RECIPE's containers on every node at once; returns once none is left (or says where)."""
+    """Stop and remove RECIPE's containers on every node at once; returns once none is left (or says where).
+
+    Compose must be as new as the files' headers name (it reads them to stop the project)."""
     from generator.deploy import actions
 
     dep = from_out(recipe, cluster_path, out_dir)
