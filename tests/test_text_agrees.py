@@ -178,3 +178,31 @@ def test_build_check_hook_runs_when_any_file_the_build_reads_changes() -> None:
              "templates/compose.yaml.j2", "out/x/spark1/compose.yaml", "images/x/Dockerfile"]
     missed = sorted({p for p in read if not pattern.search(p)})
     assert not missed, f"the build-check hook's `files` misses: {missed}"
+
+
+# --- where the name shows -----------------------------------------------------------------------------------------
+
+def test_the_name_shows_where_the_schema_says(tmp_path: Path) -> None:
+    """The schema says `name` shows in the header, as a container label and in `recipegen ps`'s title (which
+    reads that label from out/)."""
+    import tomllib
+
+    from generator.deploy.targets import Deployment, Target, display_name
+    from generator.model import Node
+    from generator.verify import read_yaml
+
+    assert "header" in SCHEMAS["recipe"]["properties"]["name"]["description"]
+    for recipe in sorted((ROOT / "recipes").glob("*/recipe.toml")):
+        name = tomllib.loads(recipe.read_text("utf-8")).get("name")
+        if name is None:
+            continue
+        files = sorted((ROOT / "out" / recipe.parent.name).glob("*/compose.yaml"))
+        assert files, recipe
+        for file in files:
+            text = file.read_text("utf-8")
+            assert f"# {name}: node {file.parent.name}," in text.splitlines()[3]
+            assert read_yaml(text)["services"]["engine"]["labels"]["dev.recipegen.name"] == name
+        node = Node(index=0, name=files[0].parent.name, address="10.0.0.1", context="c", ssh_host="h", user="root",
+                    home="/root", env={})
+        deployment = Deployment(recipe.parent.name, None, ROOT / "out", (Target(node, files[0]),))  # type: ignore[arg-type]
+        assert display_name(deployment) == name
