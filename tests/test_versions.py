@@ -95,3 +95,16 @@ def test_an_old_engine_is_named_with_the_feature_it_lacks() -> None:
     plain = needs_of_files(sorted(GOLDEN.glob("vllm-mp-2node/expected/*/*/compose.yaml")))
     assert engine_finding("spark1", plain, "20.10.24+dfsg1") is None  # the lab's dockerd
     assert engine_finding("spark1", plain, "18.09.1") is not None
+
+
+@pytest.mark.parametrize("version, level", [("2.20.3", "warning"), ("2.23.1", "ok")])
+def test_doctor_weighs_this_machines_compose(tmp_path: Path, monkeypatch, version: str, level: str) -> None:
+    """doctor has no recipe: it checks Compose against a file with a launcher, as a warning (others deploy)."""
+    from generator.cluster.doctor import _compose_check
+    from generator.versions import needs_of
+
+    for key, value in _fake_docker(tmp_path, version).items():
+        monkeypatch.setenv(key, value)
+    found = _compose_check(needs_of(True, "nvidia"))
+    assert found.severity.value == level, found
+    assert version in found.message

@@ -59,3 +59,26 @@ def test_up_and_down_with_an_old_compose_say_so_and_start_nothing(project, clean
     finally:
         plugin.unlink()
         plugin.symlink_to(current)
+
+
+def test_up_names_a_node_engine_too_old_for_the_files(project, clean_lab: Lab):
+    """CDI devices need Engine 25.0: on the lab's dockerd (Debian's 20.10) `up` says so for each node, before the
+    trial container would fail with the daemon's own words, and starts nothing."""
+    lab = clean_lab
+    root = project({"cdi": vllm_recipe(2)}, nodes=2)
+    cluster = root / "cluster.toml"
+    cluster.write_text(cluster.read_text().replace('gpu = "nvidia"', 'gpu = "cdi"'))
+    run(lab, root, "build", check=True)
+    server = lab.docker(lab.nodes[0], "version", "--format", "{{.Server.Version}}").stdout.strip()
+    done = run(lab, root, "up", "cdi", "--timeout", "60", timeout=180)
+    assert done.returncode == 1, done.stderr
+    if int(server.split(".")[0]) >= 25:  # a newer lab engine has the feature: the daemon's CDI refusal instead
+        assert "Docker Engine" not in done.stderr, done.stderr
+    else:
+        for node in lab.nodes[:2]:
+            assert (f"{node.name}: preflight: Docker Engine {server} on this node, but its file needs 25.0 or newer "
+                    "(CDI devices): upgrade Docker Engine on that node") in done.stderr, done.stderr
+        assert "not known to this engine" not in done.stderr  # the version, not the refusal it explains
+    assert "nothing was started" in done.stderr
+    for node in lab.nodes[:2]:
+        assert containers(lab, node, "cdi") == []
