@@ -15,7 +15,8 @@ from typing import Any, Iterable, Iterator
 from generator.diagnostics import Diagnostic
 from generator.resources import read_data
 from generator.tomldoc import KeyPath, TomlDocument, format_key
-from generator.units import duration_ns, duration_ok, log_size_ok, size_bytes, size_overflows, start_period_ok
+from generator.units import (DURATION_SHAPE, SIZE_SHAPE, duration_ns, duration_ok, log_size_ok, size_bytes,
+                             size_overflows, start_period_ok)
 
 SCHEMA_NAMES = ("recipe", "cluster")
 
@@ -32,11 +33,15 @@ def schema(kind: str) -> dict[str, Any]:
 
 # Formats the schemas name for what a pattern cannot say: the value must be one Docker reads (generator/units.py
 # reproduces its parsers). Editors ignore formats they do not know; where a pattern can give the shape, it does.
+# A value of the wrong shape is the pattern's to report (one message per value), so those formats pass it.
 FORMATS = {
-    "docker-size": lambda value: not isinstance(value, str) or size_bytes(value) is not None,
+    "docker-size": lambda value: not isinstance(value, str) or not SIZE_SHAPE.fullmatch(value)
+    or size_bytes(value) is not None,
     "docker-log-size": lambda value: not isinstance(value, str) or log_size_ok(value),
-    "go-duration": lambda value: not isinstance(value, str) or duration_ok(value),
-    "docker-start-period": lambda value: not isinstance(value, str) or start_period_ok(value),
+    "go-duration": lambda value: not isinstance(value, str) or not DURATION_SHAPE.fullmatch(value)
+    or duration_ok(value),
+    "docker-start-period": lambda value: not isinstance(value, str) or not DURATION_SHAPE.fullmatch(value)
+    or start_period_ok(value),
 }
 _FORMAT_WORDS = {
     "docker-size": "is not valid here: not a size Docker reads (a number and an optional unit: `32g`, `32gb`, "

@@ -92,6 +92,12 @@ def _int64(size: float | None) -> int | None:
     return int(size)  # Go's int64(float64) truncates toward zero
 
 
+# The schemas' patterns (editors check these; tests/test_units.py keeps them equal): a superset of what the
+# parsers below accept, so a value of the wrong shape gets the pattern's message and the formats judge the rest.
+SIZE_SHAPE = re.compile(r"[+0-9._]([0-9._a-zA-Z+-]*[0-9.])? ?[^0-9. ]{0,3}")
+DURATION_SHAPE = re.compile(r"[-+]?(0|(([0-9]+(\.[0-9]*)?|\.[0-9]+)(ns|us|" "\u00b5s|\u03bcs" r"|ms|s|m|h))+)")
+
+
 def size_bytes(text: str) -> int | None:
     """units.RAMInBytes: bytes of a Docker size (binary multiples); None where Docker refuses it."""
     return _int64(_parse_size(text, _BINARY))

@@ -76,3 +76,18 @@ def test_values_docker_takes_validate(tmp_path: Path) -> None:
                       'shm_size = "32 GB"\n', "utf-8")
     result = CliRunner().invoke(main, ["validate", str(recipe)])
     assert result.exit_code == 0, result.output
+
+
+def test_schema_patterns_are_the_shapes_the_formats_assume() -> None:
+    """The formats leave a value of the wrong shape to the pattern (one message per value): both must agree."""
+    from generator.schemas import schema
+    from generator.units import DURATION_SHAPE, SIZE_SHAPE
+
+    shapes = {"shm_size": SIZE_SHAPE, "memory_limit": SIZE_SHAPE, "health_start_period": DURATION_SHAPE,
+              "stop_grace_period": DURATION_SHAPE}
+    for kind in ("recipe", "cluster"):
+        for key, prop in schema(kind)["properties"].items():
+            if key in shapes:
+                assert prop["pattern"] == f"^{shapes[key].pattern}$", (kind, key)
+    for value in SIZES + UNDEFINED:  # every size Docker reads has the shape
+        assert size_bytes(value) is None or SIZE_SHAPE.fullmatch(value), value
