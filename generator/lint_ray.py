@@ -1,5 +1,6 @@
 """Lint rules over `ray_args`, checked against Ray's own option list (generator/rayoptions.py) the way `args` are
-checked against the engine's flags. generator/lint.py registers RULES and runs cluster_findings on cluster files.
+checked against the engine's flags. The rules register themselves (generator/lint_registry.py); lint.py imports this
+module and runs cluster_findings on cluster files.
 
 `ray start` is a click command: an option takes one value or none, a value-taking option swallows the next word
 whatever it is, and a word that is no option's value is refused ("Got unexpected extra argument").
@@ -8,18 +9,14 @@ whatever it is, and a word that is no option's value is refused ("Got unexpected
 from __future__ import annotations
 
 import json
-from typing import Callable, Iterator
-
 from generator import rayoptions
-from generator.diagnostics import Diagnostic, Severity
+from generator.diagnostics import Diagnostic
 from generator.engines import OWNED_RAY_FLAGS
+from generator.lint_registry import ERROR, WARNING, Findings, rule
 from generator.model import Arg, Cluster, Origin, Recipe
 from generator.rayoptions import RayWord
 from generator.tomldoc import TomlDocument
 
-Findings = Iterator[tuple[Origin, str | None, str]]
-Check = Callable[[Recipe, "Cluster | None"], Findings]
-ERROR, WARNING = Severity.ERROR, Severity.WARNING
 _BOOLS = {"true", "false", "1", "0", "yes", "no", "y", "n", "on", "off", "t", "f"}  # click's BOOL, any case
 
 
@@ -108,21 +105,26 @@ def _stray(args: tuple[Arg, ...]) -> Findings:
                                                     "argument\"); a value with spaces is one quoted word")
 
 
+@rule("ray-option", WARNING, "a `ray_args` option the Ray release of the option data lacks (did-you-mean)")
 def unknown_option(recipe: Recipe, cluster: Cluster | None) -> Findings:
     if starts_ray(recipe):
         yield from _unknown(recipe.ray_args)
 
 
+@rule("ray-value", ERROR, "a `ray_args` option without its value, a switch given one, a value Ray cannot parse "
+                         "(a number, true/false, a choice, JSON split into words)")
 def option_value(recipe: Recipe, cluster: Cluster | None) -> Findings:
     if starts_ray(recipe):
         yield from _values(recipe.ray_args)
 
 
+@rule("ray-word", ERROR, "a word in `ray_args` that is no option's value: `ray start` takes no positional word")
 def stray_word(recipe: Recipe, cluster: Cluster | None) -> Findings:
     if starts_ray(recipe):
         yield from _stray(recipe.ray_args)
 
 
+@rule("ray-unused", WARNING, "`ray_args` on a recipe that starts no Ray: ignored")
 def unused(recipe: Recipe, cluster: Cluster | None) -> Findings:
     if starts_ray(recipe):
         return
@@ -137,26 +139,12 @@ def unused(recipe: Recipe, cluster: Cluster | None) -> Findings:
                                                         f"starts no Ray ({why})")
 
 
-# (id, severity, summary, check): registered by generator/lint.py
-RULES: list[tuple[str, Severity, str, Check]] = [
-    ("ray-option", WARNING, "a `ray_args` option the Ray release of the option data lacks (did-you-mean)",
-     unknown_option),
-    ("ray-value", ERROR, "a `ray_args` option without its value, a switch given one, a value Ray cannot parse "
-                         "(a number, true/false, a choice, JSON split into words)", option_value),
-    ("ray-word", ERROR, "a word in `ray_args` that is no option's value: `ray start` takes no positional word",
-     stray_word),
-    ("ray-unused", WARNING, "`ray_args` on a recipe that starts no Ray: ignored", unused),
-]
-
-
 def cluster_findings(doc: TomlDocument, args: tuple[Arg, ...]) -> list[Diagnostic]:
     """The same checks on a cluster file's own `ray_args` (they reach every Ray node of every recipe)."""
     found = []
-    for rule_id, severity, _summary, check in RULES:
-        source = {"ray-option": _unknown, "ray-value": _values, "ray-word": _stray}.get(rule_id)
-        if source is None:
-            continue
-        for origin, key, message in source(args):
+    for rule_id, severity, check in (("ray-option", WARNING, _unknown), ("ray-value", ERROR, _values),
+                                     ("ray-word", ERROR, _stray)):
+        for origin, key, message in check(args):
             found.append(Diagnostic(doc.shown, origin.line, origin.col or 1 if origin.line else None, key, message,
                                     severity, rule_id))
     return found

@@ -81,7 +81,10 @@ def recipe_target(swarm: bool = True) -> Decorator:
 @click.option("--sync", is_flag=True, help="First put the image and the models on every node (`images`, `models`).")
 def up(recipe: str, cluster_path: Path | None, out_dir: Path | None, swarm: bool, timeout: float, keep: bool,
        sync: bool) -> None:
-    """Preflight every node, start RECIPE's ranks, and wait until the head serves the model."""
+    """Preflight every node, start RECIPE's ranks, and wait until the head serves the model.
+
+    First, once: this machine's Docker Compose and each node's Engine against the versions the files' headers
+    name; an older one is one line and nothing starts."""
     from generator.deploy import actions
     from generator.deploy.backends import choose
     from generator.deploy.findings import Severity, errors
@@ -139,7 +142,9 @@ def _report_down(result: DownResult, err: bool = False) -> None:
 @click.command()
 @recipe_target()
 def down(recipe: str, cluster_path: Path | None, out_dir: Path | None, swarm: bool) -> None:
-    """Stop and remove RECIPE's containers on every node at once; returns once none is left (or says where)."""
+    """Stop and remove RECIPE's containers on every node at once; returns once none is left (or says where).
+
+    Compose must be as new as the files' headers name (it reads them to stop the project)."""
     from generator.deploy import actions
 
     dep = from_out(recipe, cluster_path, out_dir)
@@ -155,9 +160,16 @@ def ps(recipe: str, cluster_path: Path | None, out_dir: Path | None, swarm: bool
     """One table of RECIPE's ranks across nodes: node, context, container, state, health, status."""
     from generator.deploy import actions
 
+    from generator.deploy.targets import display_name
+
     dep = from_out(recipe, cluster_path, out_dir)
     result = actions.ps(dep, backend_for(dep, swarm, change=False))
-    table(dep.project, ["node", "context", "container", "state", "health", "uptime", "status"],
+    name = display_name(dep)
+    if name and name != dep.project:  # a title: printable, and no rich markup (`[b]`) taken from a recipe
+        from rich.markup import escape
+
+        name = escape("".join(ch if ch.isprintable() else "?" for ch in name))
+    table(f"{dep.project} ({name})" if name and name != dep.project else dep.project, ["node", "context", "container", "state", "health", "uptime", "status"],
           [[r.node, r.context, r.container, r.state, r.health, r.uptime, r.status] for r in result.ranks])
     unreachable = result.unreachable
     if unreachable:  # a table of question marks is not a status: scripts must see it failed
