@@ -141,3 +141,13 @@ def first_request(dep: CompiledDeployment, timeout: float, on_change: Callable[[
                            f"{result.error}")
     on_change(dep.head.name, "answered its first request")
     return result
+
+
+def served_models(base_url: str) -> set[str] | None:
+    """The model names /v1/models lists, or None when the head does not answer (bench's check before it runs)."""
+    try:
+        with _DIRECT.open(f"{base_url}/v1/models", timeout=5) as response:
+            data = json.loads(response.read())
+        return {str(m.get("id")) for m in data.get("data", [])}
+    except (urllib.error.URLError, OSError, ValueError, AttributeError, TypeError):
+        return None

@@ -1,0 +1,2 @@
+"""`recipegen bench`: llama-benchy against a running head (options.py: what to run; runner.py: running it;
+results.py: results.json and CSV; plot.py: the PNG; compare.py: the last two runs side by side)."""
