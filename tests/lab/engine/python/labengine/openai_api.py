@@ -71,7 +71,7 @@ class OpenAIHandler(BaseHTTPRequestHandler):
             self._send(200, b"")
         elif path == "/v1/models":
             self._json(200, {"object": "list", "data": [
-                {"id": self.served, "object": "model", "owned_by": self.owner, "root": self.served}]})
+                {"id": self.served, "object": "model", "owned_by": self.owner}]})
         else:
             self._json(404, {"detail": "Not Found"})
 
