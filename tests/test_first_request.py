@@ -164,3 +164,55 @@ def serving(deployment, monkeypatch, readiness) -> None:
     answers = {f"{deployment.url}/health": b"", f"{deployment.url}/v1/models": json.dumps(
         {"data": [{"id": served}]}).encode()}
     monkeypatch.setattr(readiness, "_get", lambda url: answers.get(url))
+
+
+class _NoUsage:
+    """An engine whose stream carries no usage (an older SGLang, a proxy that drops it): each chunk one token,
+    the first few a reasoning model's `reasoning_content`."""
+
+    @staticmethod
+    def serve() -> tuple[str, object]:
+        import http.server
+        import json
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802
+                self.rfile.read(int(self.headers["Content-Length"]))
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.end_headers()
+                deltas = [{"reasoning_content": "Think"}, {"reasoning_content": " ok"}] + \
+                    [{"content": f" w{i}"} for i in range(10)]
+                for delta in deltas:
+                    time.sleep(0.02)
+                    event = {"choices": [{"index": 0, "delta": delta, "finish_reason": None}]}
+                    self.wfile.write(b"data: " + json.dumps(event).encode() + b"\n\n")
+                    self.wfile.flush()
+                self.wfile.write(b"data: [DONE]\n\n")
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        return f"http://127.0.0.1:{server.server_address[1]}", server
+
+
+def test_without_usage_in_the_stream_the_chunks_are_counted():
+    url, server = _NoUsage.serve()
+    try:
+        result = probe(url, "tiny", timeout=30)
+    finally:
+        server.shutdown()  # type: ignore[attr-defined]
+    assert result.ok and result.counted == "chunks" and result.tokens == 12
+    assert result.text.startswith("Think ok w0")
+    assert within(result.decode_tps, 11 / (11 * 0.02), share=0.6), result.decode_tps  # 50/s, loose: sleep jitter
+
+
+def test_the_up_line_gives_ttft_rate_and_the_first_words():
+    from generator.cli.deploy import probe_line
+
+    line = probe_line(ProbeResult("u", "m", ttft_ms=412.4, tokens=20, counted="usage", decode_tps=24.83,
+                                  text=PROMPT_ANSWER))
+    assert line == ('TTFT 412 ms, 24.8 tok/s (20 tokens, counted from the usage): '
+                    '"The quick brown fox jumps over the lazy ..."')

@@ -14,7 +14,9 @@ from pathlib import Path
 import pytest
 
 from lab import Lab
-from test_deploy_lab import MODEL, SERVED, containers, project, run, vllm_recipe  # noqa: F401 - the fixture
+from generator.deploy.probe import probe
+from test_deploy_lab import (MODEL, SERVED, containers, project, run, sglang_recipe,  # noqa: F401 - project:
+                             vllm_recipe)  # the fixture
 
 pytestmark = pytest.mark.lab
 
@@ -33,10 +35,23 @@ def test_up_ends_with_a_real_request_at_the_rates_the_engine_was_given(project, 
     assert abs(ttft - TTFT_BASE_MS) <= 0.3 * TTFT_BASE_MS, line  # the prompt adds ~5 ms at 4000 tok/s
     assert abs(rate - DECODE_TPS) <= 0.3 * DECODE_TPS, line
     assert '"The quick brown fox' in line
-    # The stand-in 404s the Hugging Face id: the probe passed, so it asked the served name. Asked by hand:
+    # The head 404s the Hugging Face id, so the probe that passed asked the served name.
+    head = f"http://{lab.nodes[0].address}:8000"
+    assert probe(head, MODEL, timeout=30).error == f"HTTP 404: The model `{MODEL}` does not exist."
     smoke = run(lab, root, "smoke", "served")
-    assert smoke.returncode == 0 and "TTFT" in smoke.stdout, smoke.stderr
-    assert MODEL != SERVED
+    assert smoke.returncode == 0 and re.search(r"TTFT \d+ ms, [\d.]+ tok/s", smoke.stdout), smoke.stderr
+
+
+def test_up_on_sglang_ends_with_a_real_request_too(project, clean_lab: Lab):
+    lab = clean_lab
+    recipe = sglang_recipe(2) + "".join(f'{k} = "{v}"\n' for k, v in RATES.items())  # into its [env]
+    root = project({"sgl": recipe}, nodes=2)
+    up = run(lab, root, "up", "sgl", "--timeout", "120", timeout=300)
+    assert up.returncode == 0, up.stderr
+    line = next(li for li in up.stdout.splitlines() if "first request:" in li)
+    rate = float(re.search(r"([\d.]+) tok/s", line).group(1))
+    assert abs(rate - DECODE_TPS) <= 0.3 * DECODE_TPS, line
+    assert f"serving {SERVED} at http://{lab.nodes[0].address}:30000" in up.stdout
 
 
 def test_a_head_whose_completions_fail_fails_up_with_the_error_and_its_logs_and_cleans_up(project,
@@ -54,6 +69,18 @@ def test_a_head_whose_completions_fail_fails_up_with_the_error_and_its_logs_and_
         assert containers(lab, node, "broken") == []
 
 
+def needs_llama_benchy() -> None:
+    """The bench extra; in CI (which installs `.[test]`, including it) its absence is a failure, not a skip."""
+    import importlib.util
+    import os
+
+    if importlib.util.find_spec("llama_benchy") is None:
+        why = "llama-benchy is not installed (pip install -e '.[bench]')"
+        if os.environ.get("CI"):
+            pytest.fail(why)
+        pytest.skip(why)
+
+
 def word_level_tokenizer(text: str, path: Path) -> Path:
     from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 
@@ -67,7 +94,7 @@ def word_level_tokenizer(text: str, path: Path) -> Path:
 
 
 def test_bench_offline_writes_results_near_the_engines_rate_then_compares(project, clean_lab: Lab, tmp_path: Path):
-    pytest.importorskip("llama_benchy", reason="the bench extra (pip install -e '.[bench]')")
+    needs_llama_benchy()
     lab = clean_lab
     root = project({"bench1": vllm_recipe(1, env=RATES) + "\n[bench]\ntg = [24]\nruns = 1\n"}, nodes=1)
     rng = random.Random(19)
