@@ -101,3 +101,25 @@ def test_without_the_bench_extra_the_error_gives_the_pip_command(monkeypatch: py
     with pytest.raises(BenchError, match=r"llama-benchy is not installed \(the `bench` extra\): "
                                          r"pip install 'recipegen\[bench\]'"):
         runner.llama_benchy_version()
+
+
+def test_the_live_table_follows_llama_benchys_progress_events():
+    """Events as llama-benchy 0.4.0's ProgressEmitter writes them (llama_benchy/progress.py)."""
+    from generator.bench.live import LiveTests
+
+    live = LiveTests()
+    start = {"schema": 1, "type": "request_start", "model": "org/tiny", "base_url": "u", "prompt_size": 512,
+             "response_size": 32, "context_size": 0, "concurrency": 2, "run_index": 1, "target_label": ""}
+    assert live.event({"schema": 1, "type": "header", "llama_benchy_version": "0.4.0"}) is None
+    assert live.event({**start, "request_id": 1}) == (512, 32, 0, 2)
+    live.event({**start, "request_id": 2})
+    live.event({"type": "request_first_token", "request_id": 1, "ttft_s": 0.2})
+    live.event({"type": "request_first_token", "request_id": 2, "ttft_s": 0.4})
+    live.event({"type": "request_end", "request_id": 1, "total_tokens": 32, "prompt_tokens": 512,
+                "decode_seconds": 0.775, "error": ""})
+    live.event({"type": "request_end", "request_id": 2, "total_tokens": 0, "prompt_tokens": 0,
+                "decode_seconds": 0, "error": "HTTP 500: boom"})
+    test = live.tests[512, 32, 0, 2]
+    assert (test.started, test.done, test.errors) == (2, 2, 1)
+    assert test.ttft_ms == pytest.approx(300) and test.tps == pytest.approx(40)
+    assert live.event({"type": "request_end", "request_id": 99}) is None  # a warm-up's: not a test's

@@ -26,7 +26,7 @@ class BenchOutcome:
 
 
 def bench(dep: CompiledDeployment, options: BenchOptions, text: Path | None, results_root: Path,
-          on_line: Callable[[str], None]) -> BenchOutcome:
+          on_line: Callable[[str], None], on_event: Callable[[dict[str, Any]], None]) -> BenchOutcome:
     """Benchmark the running head; BenchError (one line) when it cannot."""
     table = dep.plan.recipe.bench
     if table.framework != "llama-benchy":
@@ -40,7 +40,7 @@ def bench(dep: CompiledDeployment, options: BenchOptions, text: Path | None, res
         raise BenchError(f"the head at {dep.url} serves {', '.join(sorted(listed)) or 'nothing'}, not {served}")
     request = BenchRequest(dep.url, served, dep.plan.recipe.model, options, text)
     started = _now()
-    report = run(request, on_line)
+    report = run(request, on_line, on_event)
     runs = runs_of(report)
     if not runs:
         raise BenchError("llama-benchy reported no test results")

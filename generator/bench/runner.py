@@ -86,7 +86,7 @@ def check_tokenizer(name: str) -> str:
 def command(request: BenchRequest, tokenizer: str, report: Path, book_url: str | None) -> list[str]:
     argv = [sys.executable, "-m", "llama_benchy", "--base-url", f"{request.url}/v1", "--model", request.model,
             "--served-model-name", request.served, "--tokenizer", tokenizer, *request.options.argv(),
-            "--format", "json", "--save-result", str(report)]
+            "--format", "json", "--save-result", str(report), "--emit-progress", "-"]
     return argv + (["--book-url", book_url] if book_url else [])
 
 
@@ -103,7 +103,8 @@ def environment(request: BenchRequest, home: Path | None) -> dict[str, str]:
     return env
 
 
-def run(request: BenchRequest, on_line: Callable[[str], None]) -> dict[str, Any]:
+def run(request: BenchRequest, on_line: Callable[[str], None],
+        on_event: Callable[[dict[str, Any]], None] = lambda e: None) -> dict[str, Any]:
     """llama-benchy's JSON report of this request; BenchError when it fails or runs out of time."""
     tokenizer = check_tokenizer(request.tokenizer)
     with tempfile.TemporaryDirectory(prefix="recipegen-bench-") as scratch:
@@ -119,7 +120,7 @@ def run(request: BenchRequest, on_line: Callable[[str], None]) -> dict[str, Any]
             (cache / f"{name}.txt").write_text(request.text.read_text("utf-8", errors="replace"), "utf-8")
         report = Path(scratch) / "report.json"
         tail = _run(command(request, tokenizer, report, book_url), environment(request, home),
-                    request.options.timeout, on_line)
+                    request.options.timeout, on_line, on_event)
         if not report.is_file():
             shown = "\n".join(tail)
             raise BenchError(f"llama-benchy wrote no report; its last lines:\n{shown}")
@@ -127,20 +128,37 @@ def run(request: BenchRequest, on_line: Callable[[str], None]) -> dict[str, Any]
         return data
 
 
-def _run(argv: list[str], env: dict[str, str], timeout: float | None, on_line: Callable[[str], None]) -> list[str]:
-    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+def _run(argv: list[str], env: dict[str, str], timeout: float | None, on_line: Callable[[str], None],
+         on_event: Callable[[dict[str, Any]], None]) -> list[str]:
+    """Run llama-benchy: its progress events come on stdout (`--emit-progress -` moves its own prints to stderr),
+    its lines on stderr, read on a thread of their own. Returns its last lines."""
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             errors="replace", stdin=subprocess.DEVNULL)
     timer = threading.Timer(timeout, proc.kill) if timeout else None
     if timer:
         timer.start()
     tail: list[str] = []
+
+    def lines() -> None:
+        nonlocal tail
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            tail = (tail + [line.rstrip("\n")])[-OUTPUT_TAIL:]
+            on_line(tail[-1])
+
+    reader = threading.Thread(target=lines, daemon=True)
+    reader.start()
     try:
         assert proc.stdout is not None
-        for line in proc.stdout:
-            line = line.rstrip("\n")
-            tail = (tail + [line])[-OUTPUT_TAIL:]
-            on_line(line)
+        for raw in proc.stdout:
+            try:
+                event = json.loads(raw)
+            except ValueError:
+                continue
+            if isinstance(event, dict):
+                on_event(event)
         code = proc.wait()
+        reader.join(timeout=10)
     finally:
         if timer:
             timer.cancel()

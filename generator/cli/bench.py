@@ -20,9 +20,6 @@ if TYPE_CHECKING:
     from generator.bench.compare import Comparison
     from generator.bench.results import BenchRun
 
-RUNNING = re.compile(r"Running test: pp=(\d+), tg=(\d+), depth=(\d+), concurrency=(\d+)")
-
-
 def _numbers(values: tuple[str, ...]) -> tuple[int, ...] | None:
     """`--pp 512,2048` or `--pp 512 --pp 2048` (llama-benchy's own `--pp 512 2048` does not fit click)."""
     if not values:
@@ -91,7 +88,7 @@ def bench(recipe: str, cluster_path: Path | None, out_dir: Path | None, profile:
     live = _Live()
     try:
         with live:
-            outcome = run_bench(dep, options, text, root, live.line)
+            outcome = run_bench(dep, options, text, root, live.line, live.event)
     except BenchError as err:
         click.echo(f"{dep.project}: bench: {err}", err=True)
         sys.exit(1)
@@ -139,12 +136,16 @@ def _show_comparison(rid: str, c: Comparison) -> None:
 
 
 class _Live:
-    """The tests as llama-benchy runs them: a rich table on a terminal, a line per test otherwise."""
+    """llama-benchy's tests as they run (generator.bench.live): a rich table on a terminal, refreshed as requests
+    finish; a line per test as it starts and as it ends otherwise (CI, pipes)."""
 
     def __init__(self) -> None:
-        self.tests: list[tuple[str, str]] = []  # (test, state)
+        from generator.bench.live import LiveTests
+
+        self.tests = LiveTests()
         self.started = time.monotonic()
         self._live: Any = None
+        self._current: tuple[int, int, int, int] | None = None
 
     def __enter__(self) -> "_Live":
         if sys.stderr.isatty():
@@ -158,27 +159,38 @@ class _Live:
     def __exit__(self, *exc: Any) -> None:
         if self._live is not None:
             self._live.__exit__(*exc)
+        elif self._current is not None and exc[0] is None:
+            self._said(self._current, "done")
 
     def line(self, text: str) -> None:
-        match = RUNNING.search(text)
-        if not match:
+        pass  # llama-benchy's own prints: shown only when it fails (the runner keeps its last lines)
+
+    def event(self, event: dict[str, Any]) -> None:
+        key = self.tests.event(event)
+        if key is None:
             return
-        if self.tests:
-            self.tests[-1] = (self.tests[-1][0], "done")
-        pp, tg, depth, conc = match.groups()
-        self.tests.append((f"pp {pp}, tg {tg}, depth {depth}, concurrency {conc}", "running"))
         if self._live is not None:
             self._live.update(self._table())
-        else:
-            print(f"[{time.monotonic() - self.started:6.1f}s] bench: {self.tests[-1][0]}", file=sys.stderr,
-                  flush=True)
+        elif key != self._current:
+            if self._current is not None:
+                self._said(self._current, "done")
+            self._current = key
+            self._said(key, "running")
+
+    def _said(self, key: tuple[int, int, int, int], state: str) -> None:
+        test = self.tests.tests[key]
+        figures = f": TTFT {_fmt(test.ttft_ms, 0)} ms, {_fmt(test.tps)} tok/s per request" if state == "done" else ""
+        print(f"[{time.monotonic() - self.started:6.1f}s] bench pp {key[0]}, tg {key[1]}, depth {key[2]}, "
+              f"concurrency {key[3]}: {state}{figures}", file=sys.stderr, flush=True)
 
     def _table(self) -> Table:
         from rich.table import Table
 
-        table = Table("test", "state", title=f"llama-benchy ({time.monotonic() - self.started:.0f}s)")
-        for test, state in self.tests:
-            table.add_row(test, state)
+        table = Table("pp", "tg", "depth", "concurrency", "requests", "errors", "TTFT ms", "tok/s per request",
+                      title=f"llama-benchy ({time.monotonic() - self.started:.0f}s)")
+        for (pp, tg, depth, conc), test in self.tests.tests.items():
+            table.add_row(str(pp), str(tg), str(depth), str(conc), f"{test.done}/{test.started}", str(test.errors),
+                          _fmt(test.ttft_ms, 0), _fmt(test.tps))
         return table
 
 
