@@ -216,3 +216,36 @@ def test_the_up_line_gives_ttft_rate_and_the_first_words():
                                   text=PROMPT_ANSWER))
     assert line == ('TTFT 412 ms, 24.8 tok/s (20 tokens, counted from the usage): '
                     '"The quick brown fox jumps over the lazy ..."')
+
+
+def test_an_empty_answer_fails_the_probe():
+    import http.server
+
+    class Empty(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802
+            self.rfile.read(int(self.headers["Content-Length"]))
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.end_headers()
+            self.wfile.write(b'data: {"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]}\n\n'
+                             b'data: {"choices": [], "usage": {"completion_tokens": 0}}\n\ndata: [DONE]\n\n')
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Empty)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        result = probe(f"http://127.0.0.1:{server.server_address[1]}", "tiny", timeout=30)
+    finally:
+        server.shutdown()
+    assert result.error == "the engine answered with no text (an empty stream)"
+
+
+def test_the_commands_default_limit_is_the_probes():
+    from generator.cli.deploy import smoke, up
+    from generator.deploy.probe import PROBE_TIMEOUT
+
+    for command in (up, smoke):
+        option = next(p for p in command.params if p.name == "probe_timeout")
+        assert option.default == PROBE_TIMEOUT
