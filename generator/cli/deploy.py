@@ -16,9 +16,9 @@ from generator.cli.table import table
 
 if TYPE_CHECKING:
     from generator.deploy.actions import DownResult
-    from generator.deploy.probe import ProbeResult
     from generator.deploy.backends import Backend
     from generator.deploy.findings import Finding
+    from generator.deploy.probe import ProbeResult
     from generator.deploy.targets import CompiledDeployment, Deployment
 
 
