@@ -130,10 +130,11 @@ class OpenAIHandler(BaseHTTPRequestHandler):
             return {**reply, "object": kind, "choices": [choice]}
 
         def events() -> Iterator[dict[str, Any]]:
-            time.sleep(first)
+            # Each token at its own time from the request's start, so a late wake-up (a loaded machine) delays
+            # one token and not every one after it: the rate stays the one set, as a real engine's does.
+            start = time.monotonic()
             for i, word in enumerate(words):
-                if i:
-                    time.sleep(step)
+                time.sleep(max(0.0, start + first + i * step - time.monotonic()))
                 yield chunk(word if i == 0 else " " + word, None, role=i == 0)
             yield chunk("" if chat else None, finish)
             if include_usage:
