@@ -404,7 +404,8 @@ def test_an_imported_benchmark_is_the_recipes_bench_defaults(project):
 
     result = run("import", "--dry-run", str(write(project / "peer" / "b.yaml", BENCH_YAML)))
     assert result.exit_code == 0, result.output
-    assert "benchmark.bogus: not a [bench] key" in result.stderr and "benchmark.timeout: [bench] refuses" in result.stderr
+    assert "benchmark.bogus: not a [bench] key" in result.stderr
+    assert "benchmark.timeout: [bench] refuses" in result.stderr
     recipe = write(project / "recipes" / "b" / "recipe.toml", result.stdout)
     assert load_recipe(recipe).bench == BenchTable(options={"pp": [2048, 4096], "depth": [0], "tg": 128},
                                                    schedule=({"name": "warm", "repeat": 2},))
