@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 # Re-exported: the data objects' vocabulary (`from generator.model import Origin` keeps working).
+from generator.benchtable import BenchTable
 from generator.origin import COMPILER as COMPILER, DEFAULT as DEFAULT, Origin as Origin
 from generator.tomldoc import TomlDocument
 
@@ -21,6 +22,10 @@ RECIPE_ID = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
 ENGINE_DEFAULT_ENTRYPOINT = {"vllm": ("vllm", "serve"), "sglang": ("python3", "-m", "sglang.launch_server")}
 ENGINE_DEFAULT_PORT = {"vllm": 8000, "sglang": 30000}
 HF_CACHE_IN_CONTAINER = "/root/.cache/huggingface"
+# Where recipegen's own files land in the engine container: the launcher and the mods (the planner writes them
+# there, the lint rule mount-target keeps mounts off the launcher's folder).
+LAUNCHER_PATH = "/opt/recipegen/launch.sh"
+MODS_DIR = "/workspace/mods"  # where eugr and sparkrun put them: mods may rely on it
 
 
 def container_target(path: str) -> str:
@@ -61,6 +66,7 @@ class Mod:
     source: str  # the folder as the recipe names it
     files: tuple[ModFile, ...]
     origin: Origin
+    folder: Path | None = None  # where it was found (the lint rule outside-project checks it)
 
 
 _DECIMAL = re.compile("[0-9]+")
@@ -153,6 +159,7 @@ class Recipe:
     build_arg_origins: dict[str, Origin] = field(default_factory=dict)
     documents: tuple[TomlDocument, ...] = ()  # this recipe first, then its parents
     flag_groups: tuple[FlagGroup, ...] = ()  # `args` grouped into flags and their values, by the loader
+    bench: BenchTable = field(default_factory=BenchTable)  # `[bench]`: what `recipegen bench` runs by default
 
     @property
     def document(self) -> TomlDocument:

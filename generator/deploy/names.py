@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from generator.plan import ENGINE_SERVICE, GPU_RESOURCE_KIND, LABEL_PREFIX, SWARM_NODE_LABEL
 
-__all__ = ["ENGINE_SERVICE", "GPU_RESOURCE_KIND", "SWARM_NODE_LABEL", "RECIPE_LABEL", "NODE_LABEL", "RANK_LABEL",
+__all__ = ["ENGINE_SERVICE", "GPU_RESOURCE_KIND", "SWARM_NODE_LABEL", "RECIPE_LABEL", "NODE_LABEL", "RANK_LABEL", "NAME_LABEL",
            "container_name", "stack_service", "preflight_project", "recipe_filter"]
 
 RECIPE_LABEL = f"{LABEL_PREFIX}.recipe"  # on every container and Swarm service of a recipe
 NODE_LABEL = f"{LABEL_PREFIX}.node"
 RANK_LABEL = f"{LABEL_PREFIX}.rank"
+NAME_LABEL = f"{LABEL_PREFIX}.name"  # the recipe's display name (`name`)
 
 
 def container_name(project: str) -> str:
