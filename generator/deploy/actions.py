@@ -7,9 +7,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
-from generator.deploy.backends.base import NOT_STARTED, Backend, Outcome, RankState, container_logs
+from generator.deploy.backends.base import NOT_STARTED, Backend, Outcome, RankState, Removal, container_logs
 from generator.deploy.docker import merged_lines, output_of
 from generator.deploy.findings import Finding, errors
+from generator.deploy.lock import Holder, locks
 from generator.deploy.preflight import preflight
 from generator.deploy.readiness import DeployFailed, wait_until_serving
 from generator.deploy.targets import CompiledDeployment, Deployment, Target, each
@@ -44,7 +45,7 @@ class UpResult:
     url: str | None = None  # where the model is served, when up succeeded
     failure: str | None = None  # why up failed after starting
     last_logs: dict[str, str] = field(default_factory=dict)  # node -> its rank's last log lines
-    cleanup: DownResult | None = None  # what was stopped after a failure (None: --keep, or nothing started)
+    cleanup: list[Removal] | None = None  # what this up started, removed after a failure (None: --keep)
 
     @property
     def started(self) -> bool:
@@ -68,7 +69,9 @@ def check(dep: CompiledDeployment, backend: Backend,
 def launch(dep: CompiledDeployment, backend: Backend, timeout: float, keep: bool,
            on_change: Callable[[str, str], None], checked: list[Finding]) -> UpResult:
     """Start every rank (at once) and wait until the head serves. On failure: every rank's last log lines, then
-    everything stopped (unless keep). `checked`: what `check` found, without an error."""
+    what this `up` started removed (unless keep): never an earlier deployment's containers. `checked`: what
+    `check` found, without an error."""
+    before = backend.existing(dep)
     try:
         refused = [o for o in backend.start(dep) if not o.ok]
         if refused:
@@ -82,7 +85,7 @@ def launch(dep: CompiledDeployment, backend: Backend, timeout: float, keep: bool
         return UpResult(dep.project, checked, url=dep.url)
     logs = last_logs(dep)
     return UpResult(dep.project, checked, failure=failure, last_logs=logs,
-                    cleanup=None if keep else down(dep, backend))
+                    cleanup=None if keep else backend.remove_new(dep, before))
 
 
 def up(dep: CompiledDeployment, backend: Backend, timeout: float, keep: bool,
@@ -108,6 +111,7 @@ def down(dep: Deployment, backend: Backend) -> DownResult:
 class PsResult:
     project: str
     ranks: list[RankState]
+    held: dict[str, Holder] = field(default_factory=dict)  # node -> the recipegen command changing it now
 
     @property
     def unreachable(self) -> list[str]:
@@ -115,7 +119,18 @@ class PsResult:
 
 
 def ps(dep: Deployment, backend: Backend) -> PsResult:
-    return PsResult(dep.project, backend.states(dep))
+    held = {name: h for name, h in locks(dep.targets).items() if isinstance(h, Holder)}
+    return PsResult(dep.project, backend.states(dep), held)
+
+
+def up_bound(dep: CompiledDeployment, timeout: float) -> float:
+    """The longest `up` can take (its lock's bound): preflight's trials, Compose's start (builds included), the
+    wait, the cleanup."""
+    return 180 + 1800 + timeout + down_bound(dep)
+
+
+def down_bound(dep: Deployment) -> float:
+    return duration_seconds(dep.cluster.stop_grace_period) + GONE_MARGIN + 120
 
 
 @dataclass(frozen=True)
