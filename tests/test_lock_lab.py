@@ -13,9 +13,11 @@ import socket
 import subprocess
 import time
 from pathlib import Path
+from typing import Callable
 
 import pytest
 
+from generator.deploy.names import container_name
 from lab import IMAGE, Lab
 from test_deploy_lab import SERVED, containers, models, project, run, vllm_recipe  # noqa: F401 - project: fixture
 
@@ -36,8 +38,22 @@ def finish(proc: subprocess.Popen[str], timeout: float = 240) -> subprocess.Comp
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
+def while_running(proc: subprocess.Popen[str], ready: Callable[[], bool], what: str, bound: float = 90) -> None:
+    """Wait until `ready()` while the command still runs (generous bound: the CI machine is shared and slow)."""
+    deadline = time.monotonic() + bound
+    while not ready():
+        assert proc.poll() is None, f"{what}: it exited: {finish(proc).stderr}"
+        assert time.monotonic() < deadline, what
+        time.sleep(0.05)
+
+
 def running_ids(lab: Lab, nodes, recipe: str) -> list[set[str]]:
     return [{c["ID"] for c in containers(lab, n, recipe) if c["State"] == "running"} for n in nodes]
+
+
+def ranks(lab: Lab, node, recipe: str) -> list[dict]:
+    """The recipe's rank containers (not preflight's trial, which carries the recipe's labels too)."""
+    return [c for c in containers(lab, node, recipe) if c["Names"] == container_name(recipe)]
 
 
 def lock_of(lab: Lab, node) -> dict | None:
@@ -108,10 +124,7 @@ def test_a_lock_left_by_a_killed_up_is_stale_and_can_be_broken(project, clean_la
     root = project({"killed": vllm_recipe(2)}, nodes=2)
     nodes = lab.nodes[:2]
     proc = start(lab, root, "up", "killed", "--timeout", "90")
-    deadline = time.monotonic() + 60
-    while not all(lock_of(lab, n) for n in nodes):
-        assert proc.poll() is None and time.monotonic() < deadline, "up never held both nodes"
-        time.sleep(0.1)
+    while_running(proc, lambda: all(lock_of(lab, n) for n in nodes), "up never held both nodes")
     proc.send_signal(signal.SIGSTOP)  # alive, holding, and not finishing while we look
     held = run(lab, root, "ps", "killed").stdout  # a node held by a running command
     assert f"spark1: held by `recipegen up killed` from host {socket.gethostname()} (pid {proc.pid})" in held, held
@@ -138,3 +151,28 @@ def test_a_lock_left_by_a_killed_up_is_stale_and_can_be_broken(project, clean_la
     up = run(lab, root, "up", "killed", "--timeout", "90")
     assert up.returncode == 0, up.stderr
     assert SERVED in models(f"http://{nodes[0].address}:8000")
+
+
+def test_sigterm_lets_go_and_removes_only_what_that_up_started(project, clean_lab: Lab):
+    lab = clean_lab
+    root = project({"term": vllm_recipe(2)}, nodes=2)
+    nodes = lab.nodes[:2]
+    fresh = start(lab, root, "up", "term", "--timeout", "90")
+    # its ranks exist: it is in its launch
+    while_running(fresh, lambda: all(ranks(lab, n, "term") for n in nodes), "up never started its ranks")
+    fresh.send_signal(signal.SIGTERM)
+    stopped = finish(fresh)
+    assert stopped.returncode == 1 and "up failed: signal 15" in stopped.stderr, stopped.stderr
+    assert "spark1: removed term-engine-1" in stopped.stderr and "spark2: removed term-engine-1" in stopped.stderr
+    assert all(containers(lab, n, "term") == [] for n in nodes)  # what it started, removed
+    assert all(lock_of(lab, n) is None for n in nodes)
+
+    assert run(lab, root, "up", "term", "--timeout", "90").returncode == 0
+    earlier = running_ids(lab, nodes, "term")
+    again = start(lab, root, "up", "term", "--timeout", "90")
+    while_running(again, lambda: lock_of(lab, nodes[0]) is not None, "up never held spark1")
+    again.send_signal(signal.SIGTERM)
+    assert finish(again).returncode != 0
+    assert running_ids(lab, nodes, "term") == earlier  # the earlier deployment was not this up's to remove
+    assert SERVED in models(f"http://{nodes[0].address}:8000")
+    assert all(lock_of(lab, n) is None for n in nodes)

@@ -28,12 +28,10 @@ from datetime import datetime, timezone
 from typing import Iterator, Sequence
 
 from generator.deploy.docker import DockerError, Failure, reason
-from generator.deploy.names import RECIPE_LABEL
+from generator.deploy.names import LOCK_CONTAINER, LOCK_IMAGE, RECIPE_LABEL
 from generator.deploy.targets import OnNode, each
 from generator.plan import LABEL_PREFIX
 
-LOCK_CONTAINER = "recipegen-lock"
-LOCK_IMAGE = "recipegen-lock:1"  # an empty image (no files): what the lock container is created from, never run
 _L = f"{LABEL_PREFIX}.lock"
 RECIPE, COMMAND, HOST, PID, PID_START, SINCE, BOUND, INVOCATION = (
     f"{_L}.{k}" for k in ("recipe", "command", "host", "pid", "pid-start", "since", "bound", "invocation"))
@@ -110,7 +108,9 @@ class Held:
 def ordered(nodes: Sequence[OnNode]) -> list[OnNode]:
     """The one order every command takes nodes in: by fabric address (the same node has the same address in
     every cluster file of the cluster), then name."""
-    unique = {n.node.context: n for n in nodes}  # two names for one engine: one lock
+    unique: dict[str, OnNode] = {}
+    for n in nodes:
+        unique.setdefault(n.node.context, n)  # two names for one engine: one lock, taken once
     return sorted(unique.values(), key=lambda n: (n.node.address, n.name))
 
 
@@ -131,8 +131,9 @@ def acquire(nodes: Sequence[OnNode], claim: Claim, wait: float = 0.0) -> Held:
                     held.skipped[node.name] = taken.why
                 elif taken is not None:
                     held.nodes.append((node, taken))
-        except BaseException:
+        except BaseException:  # Ctrl-C, SIGTERM: maybe between a create the engine did and its id reaching us
             held.release()
+            _release_mine(ordered(nodes), claim)
             raise
         if busy is None:
             return held
@@ -185,6 +186,16 @@ def _take(node: OnNode, claim: Claim) -> str | Holder | Silent | None:
         if holder is not None:
             return None if holder.invocation == claim.invocation else holder
     return Silent("the lock container kept appearing and vanishing")
+
+
+def _release_mine(nodes: Sequence[OnNode], claim: Claim) -> None:
+    """Remove every lock of this invocation, found by its label: the ones whose creation was cut short too."""
+    def mine(node: OnNode) -> None:
+        holder = read(node)
+        if holder is not None and holder.invocation == claim.invocation:
+            _remove(node, holder.container_id)
+
+    each(list(nodes), mine)
 
 
 def _make_image(node: OnNode) -> None:

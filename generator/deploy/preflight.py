@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+from concurrent.futures import ThreadPoolExecutor
 
 from generator.deploy import findings as codes
 from generator.deploy.contexts import context_finding
@@ -70,11 +71,10 @@ def _check_node(target: Target, plan: NodePlan, port: int) -> tuple[list[Finding
             add(Severity.ERROR, codes.IMAGE_MISSING, f"image {plan.image} is not on this node (load it there, or "
                                                      "`recipegen images`)", "recipegen images")
         return out, None
-    trial = _trial_run(target, plan)
-    if trial:
-        out.append(trial)
-    elif plan.is_head:
-        out += _port_taken(target, plan, port)
+    with ThreadPoolExecutor(max_workers=1) as pool:  # the head's port is asked while its trial runs
+        taken = pool.submit(_port_taken, target, plan, port) if plan.is_head else None
+        trial = _trial_run(target, plan)
+        out += [trial] if trial else taken.result() if taken else []
     return out, image_id
 
 
