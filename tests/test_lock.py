@@ -142,7 +142,7 @@ def holder(**labels: str) -> Holder:
     return holder_from("spark1", "c0ffee", facts)
 
 
-def test_a_holder_is_stale_when_its_process_is_gone_or_it_outlived_its_bound():
+def test_a_holder_is_stale_when_its_process_is_gone_or_it_outlived_its_bound(monkeypatch: pytest.MonkeyPatch):
     me = socket.gethostname()
     dead = subprocess.Popen(["true"])
     dead.wait()
@@ -158,6 +158,11 @@ def test_a_holder_is_stale_when_its_process_is_gone_or_it_outlived_its_bound():
     assert stale(elsewhere, now=since + timedelta(seconds=601)) == \
         "held 10m 1s, longer than its own bound of 10m 0s"
     assert stale(holder(**{lock.HOST: "laptop"}), now=since + timedelta(days=3)) is None  # no bound: only --force
+    # another machine that happens to share this host's name: its pid says nothing here either
+    monkeypatch.setattr(lock, "machine_id", lambda: "this-machine")
+    namesake = holder(**{lock.HOST: me, lock.PID: str(dead.pid), lock.MACHINE: "another-machine"})
+    assert stale(namesake, now=since) is None
+    assert stale(holder(**{lock.HOST: "renamed", lock.PID: str(dead.pid), lock.MACHINE: "this-machine"}), now=since)
 
 
 def test_a_stale_lock_says_how_to_break_it():

@@ -2,7 +2,7 @@
 `images`, `swarm setup`) first creates the container `recipegen-lock` on that node's engine. A container name is
 unique per engine and creating one is all-or-nothing, so two deploying machines (or terminals) reaching the same
 node through nothing but their Docker contexts cannot both hold it: no shared file, no SSH. The holder's facts
-(recipe, command, host, pid, since, its own bound) are the container's labels; the container never runs.
+(recipe, command, host and machine id, pid, since, its own bound) are the container's labels; it never runs.
 
 Nodes are taken in one fixed order (their fabric address), and a command that finds a node busy lets go of the
 nodes it took before it waits: nobody holds one node while waiting for another, so there is no deadlock even
@@ -33,8 +33,8 @@ from generator.deploy.targets import OnNode, each
 from generator.plan import LABEL_PREFIX
 
 _L = f"{LABEL_PREFIX}.lock"
-RECIPE, COMMAND, HOST, PID, PID_START, SINCE, BOUND, INVOCATION = (
-    f"{_L}.{k}" for k in ("recipe", "command", "host", "pid", "pid-start", "since", "bound", "invocation"))
+RECIPE, COMMAND, HOST, MACHINE, PID, PID_START, SINCE, BOUND, INVOCATION = (
+    f"{_L}.{k}" for k in ("recipe", "command", "host", "machine", "pid", "pid-start", "since", "bound", "invocation"))
 POLL = 1.0  # seconds between looks while waiting for a busy node
 
 
@@ -48,10 +48,11 @@ class Claim:
     invocation: str = ""
     host: str = ""
     pid: int = 0
+    machine: str = ""
 
     @staticmethod
     def of(recipe: str, command: str, bound: float | None = None) -> Claim:
-        return Claim(recipe, command, bound, uuid.uuid4().hex, socket.gethostname(), os.getpid())
+        return Claim(recipe, command, bound, uuid.uuid4().hex, socket.gethostname(), os.getpid(), machine_id())
 
 
 @dataclass(frozen=True)
@@ -68,6 +69,7 @@ class Holder:
     bound: float | None
     invocation: str
     pid_start: str = ""  # the process's start time on its host: a pid reused by another process has another
+    machine: str = ""  # /etc/machine-id of its host: two machines may share a host name, not this
     stale: str | None = None
     running: int = 0  # containers of the holder's recipe running on the node
 
@@ -166,7 +168,8 @@ class Silent:
 def _take(node: OnNode, claim: Claim) -> str | Holder | Silent | None:
     """The lock container's id once created; the Holder when another command has it; Silent when the node does
     not answer; None when this invocation holds it already."""
-    labels = {RECIPE: claim.recipe, COMMAND: claim.command, HOST: claim.host, PID: str(claim.pid),
+    labels = {RECIPE: claim.recipe, COMMAND: claim.command, HOST: claim.host, MACHINE: claim.machine,
+              PID: str(claim.pid),
               PID_START: _process_start(claim.pid), SINCE: datetime.now(timezone.utc).isoformat(timespec="seconds"),
               BOUND: "" if claim.bound is None else f"{claim.bound:.0f}", INVOCATION: claim.invocation}
     args = ["create", "--name", LOCK_CONTAINER, "--pull", "never", "--network", "none",
@@ -234,13 +237,23 @@ def holder_from(node: str, container_id: str, labels: dict[str, str]) -> Holder:
     pid = labels.get(PID, "0")
     return Holder(node, container_id, labels.get(RECIPE, ""), labels.get(COMMAND, "?"), labels.get(HOST, "?"),
                   int(pid) if pid.isdigit() else 0, since, float(bound) if bound.isdigit() else None,
-                  labels.get(INVOCATION, ""), labels.get(PID_START, ""))
+                  labels.get(INVOCATION, ""), labels.get(PID_START, ""), labels.get(MACHINE, ""))
 
 
-def stale(holder: Holder, now: datetime | None = None, host: str | None = None) -> str | None:
+def machine_id() -> str:
+    try:
+        with open("/etc/machine-id", encoding="ascii", errors="replace") as found:
+            return found.read().strip()
+    except OSError:
+        return ""
+
+
+def stale(holder: Holder, now: datetime | None = None) -> str | None:
     """Why the holder is gone, or None when it may still work. Certain on its own host (its process is gone, or
     the pid is another process now); elsewhere, by age: it outlived the bound it wrote."""
-    if holder.host == (host or socket.gethostname()) and holder.pid:
+    here = machine_id()
+    same = holder.machine == here if holder.machine and here else holder.host == socket.gethostname()
+    if same and holder.pid:
         if not _alive(holder.pid) or _process_start(holder.pid) not in (holder.pid_start, ""):
             return f"its process {holder.pid} on {holder.host} is gone"
     if holder.bound is not None and holder.age(now) > holder.bound:
