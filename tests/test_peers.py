@@ -14,6 +14,10 @@ The comparison is word for word:
 - the environment: every peer variable present with the same value; a variable only recipegen sets must be in
   ALLOWED_EXTRA_ENV;
 - `ray start`, setup commands, mods and docker options likewise.
+Each case whose peer has a recipe file (sparkrun's registry YAML) also holds that original file (peer.json
+`original`): every comparison runs a second time on what `recipegen import` makes of it (variant "import"), with
+the same allowed differences and no others.
+
 Whatever recipegen does differently on purpose is listed in the case's peer.json under `differences` (with the
 reason), and each test checks that the differences it finds are exactly that list: one more or one fewer fails.
 """
@@ -29,12 +33,16 @@ from pathlib import Path
 import pytest
 
 from generator.argwords import flag_name
+from generator.importers import ImportOptions, import_recipe
 from generator.plan import NodePlan, RecipePlan, plan_recipe, shm_bytes
 from generator.resolve import load_cluster, load_recipe
 
 PEERS = Path(__file__).resolve().parent / "peers"
 CLUSTER = PEERS / "cluster.toml"
 CASES = sorted(p.name for p in PEERS.iterdir() if (p / "peer.json").is_file())
+IMPORTED = [c for c in CASES if "original" in json.loads((PEERS / c / "peer.json").read_text("utf-8"))]
+# (case, variant): the hand translation of every case, and the import of every case with an original file.
+VARIANTS = [(c, "hand") for c in CASES] + [(c, "import") for c in IMPORTED]
 DIFF_KINDS = {"argv", "env", "ray_start", "docker"}
 
 # The peer's spelling of a flag the compiler owns -> recipegen's spelling. Values are compared exactly.
@@ -87,20 +95,27 @@ class Case:
     plan: RecipePlan
 
 
-_cache: dict[str, Case] = {}
+_cache: dict[tuple[str, str], Case] = {}
 
 
-def case(name: str, tmp_path_factory: pytest.TempPathFactory) -> Case:
-    if name not in _cache:
+def case(name: str, tmp_path_factory: pytest.TempPathFactory, variant: str = "hand") -> Case:
+    if (name, variant) not in _cache:
         peer = json.loads((PEERS / name / "peer.json").read_text("utf-8"))
-        recipe = load_recipe(PEERS / name / "recipe.toml")
-        plan = plan_recipe(recipe, load_cluster(CLUSTER), PEERS, tmp_path_factory.mktemp("out"))
-        _cache[name] = Case(name, peer, plan)
-    return _cache[name]
+        root = PEERS
+        path = PEERS / name / "recipe.toml"
+        if variant == "import":  # the peer's own file, imported into a fresh project
+            root = tmp_path_factory.mktemp("import")
+            original = peer["original"]
+            path = import_recipe(PEERS / name / original["file"], root / "recipes", name,
+                                 ImportOptions(ray=original.get("ray", False))).folder / "recipe.toml"
+        recipe = load_recipe(path)
+        plan = plan_recipe(recipe, load_cluster(CLUSTER), root, tmp_path_factory.mktemp("out"))
+        _cache[name, variant] = Case(name, peer, plan)
+    return _cache[name, variant]
 
 
-def cases_with(predicate) -> list[str]:
-    return [c for c in CASES if predicate(json.loads((PEERS / c / "peer.json").read_text("utf-8")))]
+def cases_with(predicate) -> list[tuple[str, str]]:
+    return [(c, v) for c, v in VARIANTS if predicate(json.loads((PEERS / c / "peer.json").read_text("utf-8")))]
 
 
 # --- what a rank runs, taken from the plan ----------------------------------------------------------------------
@@ -199,9 +214,9 @@ def test_case_files_are_complete(name):
 
 # --- the comparisons --------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("name", CASES)
-def test_engine_argv(name, tmp_path_factory):
-    c = case(name, tmp_path_factory)
+@pytest.mark.parametrize("name,variant", VARIANTS)
+def test_engine_argv(name, variant, tmp_path_factory):
+    c = case(name, tmp_path_factory, variant)
     engine = c.plan.recipe.engine
     width = len(c.plan.recipe.entrypoint)
     for rank, (want, node) in enumerate(zip(c.peer["nodes"], c.plan.nodes, strict=True)):
@@ -220,9 +235,9 @@ def test_engine_argv(name, tmp_path_factory):
         assert found == expected, f"rank {rank}: (missing, extra) flag groups vs peer.json differences"
 
 
-@pytest.mark.parametrize("name", CASES)
-def test_environment(name, tmp_path_factory):
-    c = case(name, tmp_path_factory)
+@pytest.mark.parametrize("name,variant", VARIANTS)
+def test_environment(name, variant, tmp_path_factory):
+    c = case(name, tmp_path_factory, variant)
     for rank, (want, node) in enumerate(zip(c.peer["nodes"], c.plan.nodes, strict=True)):
         ours = {var.name: var.value for var in node.env}
         theirs = want["env"]
@@ -236,9 +251,9 @@ def test_environment(name, tmp_path_factory):
         assert set(want["pass_env"]) <= set(node.pass_env), f"rank {rank}: pass_env"
 
 
-@pytest.mark.parametrize("name", cases_with(lambda p: any(n["ray_start"] for n in p["nodes"])))
-def test_ray_start(name, tmp_path_factory):
-    c = case(name, tmp_path_factory)
+@pytest.mark.parametrize("name,variant", cases_with(lambda p: any(n["ray_start"] for n in p["nodes"])))
+def test_ray_start(name, variant, tmp_path_factory):
+    c = case(name, tmp_path_factory, variant)
     for rank, (want, node) in enumerate(zip(c.peer["nodes"], c.plan.nodes, strict=True)):
         got = steps(node).ray
         assert got is not None, f"rank {rank}: no `ray start` in the rank's command"
@@ -249,9 +264,9 @@ def test_ray_start(name, tmp_path_factory):
         assert found == expected, f"rank {rank}: (missing, extra) ray start options vs peer.json differences"
 
 
-@pytest.mark.parametrize("name", cases_with(lambda p: p["setup"]))
-def test_setup_runs_on_every_node_before_ray_and_engine(name, tmp_path_factory):
-    c = case(name, tmp_path_factory)
+@pytest.mark.parametrize("name,variant", cases_with(lambda p: p["setup"]))
+def test_setup_runs_on_every_node_before_ray_and_engine(name, variant, tmp_path_factory):
+    c = case(name, tmp_path_factory, variant)
     want = [shlex.split(step["command"]) for step in c.peer["setup"]]
     for rank, node in enumerate(c.plan.nodes):
         assert steps(node).setup == want, f"rank {rank}: setup commands (in the rank's command, before ray/engine)"
@@ -265,9 +280,9 @@ def plan_mods(node: NodePlan) -> list[tuple[str, list[str]]]:
             for m in mods]
 
 
-@pytest.mark.parametrize("name", cases_with(lambda p: p["mods"]))
-def test_mods_run_on_every_node_in_order(name, tmp_path_factory):
-    c = case(name, tmp_path_factory)
+@pytest.mark.parametrize("name,variant", cases_with(lambda p: p["mods"]))
+def test_mods_run_on_every_node_in_order(name, variant, tmp_path_factory):
+    c = case(name, tmp_path_factory, variant)
     want = [(m["name"], sorted(m["files"])) for m in c.peer["mods"]]
     for rank, node in enumerate(c.plan.nodes):
         assert plan_mods(node) == want, f"rank {rank}"
@@ -292,9 +307,9 @@ def _same(name: str, a, b) -> bool:
     return a == b
 
 
-@pytest.mark.parametrize("name", CASES)
-def test_docker_options(name, tmp_path_factory):
-    c = case(name, tmp_path_factory)
+@pytest.mark.parametrize("name,variant", VARIANTS)
+def test_docker_options(name, variant, tmp_path_factory):
+    c = case(name, tmp_path_factory, variant)
     want = c.peer["docker"]
     for rank, node in enumerate(c.plan.nodes):
         ours = recipegen_docker(node)

@@ -1,0 +1,117 @@
+"""`recipegen import`: peer recipe files (eugr/spark-vllm-docker v1, spark-arena/sparkrun v2) as recipes.
+
+One importer per peer format behind one interface (base.Importer); the file's own `recipe_version` picks it.
+The action returns data (ImportResult); the CLI only formats it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from generator.diagnostics import Diagnostic, RecipegenError, display_path
+from generator.importers.base import ImportedRecipe, Importer, ImportOptions as ImportOptions
+from generator.importers.clusters import (ImportedCluster, convert_cluster, is_cluster_file, render_cluster,
+                                          write_cluster)
+from generator.importers.eugr import EugrImporter
+from generator.importers.sparkrun import SparkrunImporter
+from generator.importers.writer import render, write_recipe
+from generator.importers.yamlfile import read
+from generator.model import RECIPE_ID
+
+IMPORTERS: tuple[Importer, ...] = (EugrImporter(), SparkrunImporter())
+
+
+class ImportUsageError(ValueError):
+    """The files and options given cannot be imported together (the CLI's usage error, exit 2)."""
+
+
+@dataclass(frozen=True)
+class ClusterResult:
+    target: Path
+    text: str
+    imported: ImportedCluster
+    written: bool
+
+
+@dataclass(frozen=True)
+class ImportResult:
+    recipe_id: str
+    folder: Path
+    text: str
+    imported: ImportedRecipe
+    written: bool
+
+
+def recipe_id_from(stem: str) -> str:
+    """A file stem made a valid recipe id: lower case, runs of other characters (dots too) become one '-'."""
+    return re.sub(r"[^a-z0-9_-]+", "-", stem.lower()).strip("-_") or "imported"
+
+
+def convert(path: Path, options: ImportOptions) -> ImportedRecipe:
+    doc = read(path)
+    for importer in IMPORTERS:
+        if importer.accepts(doc):
+            return importer.convert(doc, options)
+    if "recipe_version" not in doc.data:
+        raise RecipegenError(Diagnostic(display_path(path), 1, 1, None, "not an eugr or sparkrun recipe: no "
+                                        "recipe_version, command, container or model"))
+    version = doc.data.get("recipe_version")
+    raise doc.error("recipe_version", f"recipe_version {version!r} is neither eugr's \"1\" nor sparkrun's \"2\"")
+
+
+def import_recipe(path: Path, recipes_dir: Path, recipe_id: str | None, options: ImportOptions,
+                  force: bool = False, dry_run: bool = False) -> ImportResult:
+    rid = recipe_id or recipe_id_from(path.stem)
+    if not RECIPE_ID.match(rid):
+        raise RecipegenError(Diagnostic(display_path(path), None, None, "--id",
+                                        f"'{rid}' is not a recipe id (lower-case letters, digits, '_' and '-')"))
+    imported = convert(path, options)
+    text = render(imported)
+    folder = recipes_dir / rid
+    if dry_run:
+        return ImportResult(rid, folder, text, imported, False)
+    if folder.exists() and not force:
+        raise RecipegenError(Diagnostic(display_path(folder), None, None, None,
+                                        "a recipe with this id exists: pass --force to replace it, or --id"))
+    write_recipe(folder, text, imported)
+    return ImportResult(rid, folder, text, imported, True)
+
+
+def import_files(files: list[Path], recipes_dir: Path, cluster_target: Path, recipe_id: str | None,
+                 options: ImportOptions, force: bool = False, dry_run: bool = False,
+                 ) -> tuple[list[ImportResult], ClusterResult | None]:
+    """Every file read and converted, and every target checked, before anything is written: one bad file and
+    nothing is. Recipe files become recipes/<id>/; a cluster file (eugr's .env, a sparkrun cluster file) the
+    project's cluster.toml."""
+    clusters = [f for f in files if is_cluster_file(f)]
+    recipes = [f for f in files if f not in clusters]
+    if len(clusters) > 1:
+        raise ImportUsageError("one cluster file at a time: it becomes the project's cluster.toml")
+    if recipe_id is not None and len(recipes) != 1:
+        raise ImportUsageError("--id names one recipe: give one recipe FILE with it")
+    ids = [recipe_id or recipe_id_from(f.stem) for f in recipes]
+    if len(set(ids)) < len(ids):
+        raise ImportUsageError(f"two FILES would both become recipe '{max(ids, key=ids.count)}': import them "
+                               f"one at a time with --id")
+    cluster = None
+    if clusters:
+        imported = convert_cluster(clusters[0])
+        if not dry_run and not force and cluster_target.exists():
+            raise RecipegenError(Diagnostic(display_path(cluster_target), None, None, None,
+                                            "the project has a cluster file: pass --force to replace it"))
+        cluster = ClusterResult(cluster_target, render_cluster(imported), imported, not dry_run)
+    for f, rid in zip(recipes, ids):
+        if not RECIPE_ID.match(rid):
+            raise RecipegenError(Diagnostic(display_path(f), None, None, "--id", f"'{rid}' is not a recipe id "
+                                            f"(lower-case letters, digits, '_' and '-')"))
+        convert(f, options)
+        if not dry_run and not force and (recipes_dir / rid).exists():
+            raise RecipegenError(Diagnostic(display_path(recipes_dir / rid), None, None, None,
+                                            "a recipe with this id exists: pass --force to replace it, or --id"))
+    if cluster is not None and cluster.written:
+        write_cluster(cluster.target, cluster.text)
+    results = [import_recipe(f, recipes_dir, rid, options, force=force, dry_run=dry_run)
+               for f, rid in zip(recipes, ids)]
+    return results, cluster

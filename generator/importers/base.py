@@ -1,0 +1,89 @@
+"""What an importer returns, and the one interface every peer format implements.
+
+An import is data until the writer turns it into TOML: each recipe value with the peer key (or the launcher
+behaviour) it came from, the mods to copy, and every peer key that has no recipegen home, named with what to do.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol, Union
+
+from generator.importers.yamlfile import YamlFile
+
+TomlValue = Union[str, int, float, bool, list[Any], dict[str, Any]]  # what TOML holds ([bench] nests)
+
+
+@dataclass(frozen=True)
+class Field:
+    """One recipe key: its value and why it is there (`deepseek.yaml: defaults.max_model_len`, or the launcher
+    behaviour it reproduces)."""
+
+    key: str
+    value: TomlValue
+    source: str
+
+
+@dataclass(frozen=True)
+class EnvVar:
+    name: str
+    value: str
+    source: str
+
+
+@dataclass(frozen=True)
+class ModCopy:
+    """A mod folder found where the peer finds it, copied into the recipe's folder as mods/<name>."""
+
+    name: str
+    folder: Path
+    source: str
+
+
+@dataclass(frozen=True)
+class NotCarried:
+    """A peer key with no recipegen home: named, one line, with what to do."""
+
+    key: str
+    line: int | None
+    message: str
+
+
+def parallel_size(key: str, value: int | None, source: str, kind: str) -> Field:
+    """A parallel size as the engine gets it: the command's flag, else the engine's default 1."""
+    return Field(key, value or 1, f"{source} ({kind} parallel flag)" if value else f"{source}: no flag, the engine's 1")
+
+
+def no_model(doc: YamlFile) -> NotCarried:
+    return NotCarried("command", doc.line("command"), "names no model: the engine would serve its default one; "
+                                                      "the recipe serves `model`")
+
+
+@dataclass(frozen=True)
+class ImportedRecipe:
+    source: Path
+    peer: str  # "eugr v1", "sparkrun v2"
+    fields: tuple[Field, ...]
+    env: tuple[EnvVar, ...]
+    mods: tuple[ModCopy, ...]
+    not_carried: tuple[NotCarried, ...]
+    notes: tuple[str, ...] = field(default=())  # header comments: which launcher code the import reproduces
+    bench: tuple[Field, ...] = field(default=())  # the [bench] table, when the recipe schema has one
+
+
+@dataclass(frozen=True)
+class ImportOptions:
+    ray: bool = False  # eugr: keep Ray, as run-recipe.py's --ray does (its default is without Ray)
+
+
+class Importer(Protocol):
+    """One peer recipe format."""
+
+    peer: str
+
+    def accepts(self, doc: YamlFile) -> bool:
+        """Whether the file is in this importer's format (its recipe_version and keys say so)."""
+
+    def convert(self, doc: YamlFile, options: ImportOptions) -> ImportedRecipe:
+        """The recipe the peer's launcher would run, or a RecipegenError naming file, line and key."""

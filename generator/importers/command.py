@@ -1,0 +1,118 @@
+"""A peer's rendered serve command, taken apart the way recipegen owns it.
+
+The command is split as sh splits it (generator.shellwords, with each word's place in the text). The entrypoint,
+the model and the flags the compiler writes (parallel sizes, backend, rank wiring: generator.engines.OWNED_FLAGS)
+become recipe keys; their words are cut out of the text and everything else stays byte for byte, so `args` keeps
+the peer's quoting and line continuations. The result is checked by splitting it again.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Callable
+
+from generator import shellwords
+from generator.argwords import flag_name
+from generator.engines import OWNED_FLAGS
+
+# The serve commands recipegen knows, engine first (SGLang's module may be started by python or python3).
+ENTRYPOINTS = (("vllm", ("vllm", "serve")), ("sglang", ("python3", "-m", "sglang.launch_server")),
+               ("sglang", ("python", "-m", "sglang.launch_server")), ("sglang", ("sglang", "serve")))
+_ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
+_TP = {"-tp", "--tensor-parallel-size", "--tp", "--tp-size"}
+_PP = {"-pp", "--pipeline-parallel-size", "--pp", "--pp-size"}
+_MODEL = {"--model", "--model-path"}
+_BACKEND = "--distributed-executor-backend"
+
+
+@dataclass(frozen=True)
+class Command:
+    engine: str
+    entrypoint: tuple[str, ...]
+    env: tuple[tuple[str, str], ...]  # `NAME=value` words before the command: its environment
+    model: str | None
+    tensor_parallel: int | None
+    pipeline_parallel: int | None
+    backend: str | None
+    wiring: tuple[str, ...]  # rank-wiring flags found and left to the compiler (--nnodes, --master-addr ...)
+    args: str  # the rest of the text, byte for byte
+
+
+def split_command(text: str, fail: Callable[[str], Exception]) -> Command:
+    try:
+        words = shellwords.split(text)
+    except shellwords.ShellSyntaxError as exc:
+        raise fail(f"the command cannot be split into shell words: {exc}") from None
+    env: list[tuple[str, str]] = []
+    i = 0
+    while i < len(words) and _ASSIGNMENT.match(words[i].text) and not words[i].shell:
+        name, _, value = words[i].text.partition("=")
+        env.append((name, value))
+        i += 1
+    texts = [w.text for w in words]
+    found = next(((e, p) for e, p in ENTRYPOINTS if tuple(texts[i:i + len(p)]) == p), None)
+    if found is None:
+        raise fail(f"the command starts with {' '.join(texts[i:i + 3])!r}, not a serve command recipegen knows "
+                   f"(`vllm serve`, `python3 -m sglang.launch_server`, `sglang serve`)")
+    engine, entrypoint = found
+    i += len(entrypoint)
+    model = None
+    if engine == "vllm" and i < len(words) and flag_name(words[i].text) is None:
+        model = words[i].text
+        i += 1
+    lead_end = words[i - 1].end
+    owned = OWNED_FLAGS[engine]
+    cuts: list[tuple[int, int]] = []
+    kept: list[str] = []
+    tp = pp = None
+    backend = None
+    wiring: list[str] = []
+    for group in _groups(words[i:]):
+        flag = flag_name(group[0].text)
+        if flag not in owned:
+            kept.extend(w.text for w in group)
+            continue
+        cuts.append((group[0].start, group[-1].end))
+        inline = group[0].text.split("=", 1)[1:] if "=" in group[0].text else []
+        values = inline + [w.text for w in group[1:]]
+        value = values[0] if values else ""
+        if flag in _TP or flag in _PP:
+            if not value.isdigit() or len(values) != 1:
+                raise fail(f"{flag} {' '.join(values)!r} is not one whole number")
+            tp, pp = (int(value), pp) if flag in _TP else (tp, int(value))
+        elif flag in _MODEL:
+            model = value
+        elif flag == _BACKEND:
+            backend = value
+        else:
+            wiring.append(flag)
+    rest = text[lead_end:]
+    for start, end in reversed(cuts):
+        rest = rest[:start - lead_end] + rest[end - lead_end:]
+    # The tidy text when it splits into the same words (a blank line inside a quote would not), else the cut alone.
+    args = next((a for a in (_tidy(rest), rest) if [w.text for w in shellwords.split(a)] == kept), None)
+    if args is None:  # a cut that changed another word: never write that recipe
+        raise fail("the command's flags could not be separated from the compiler's without changing a word")
+    return Command(engine, entrypoint, tuple(env), model, tp, pp, backend, tuple(wiring), args)
+
+
+def _groups(words: list[shellwords.Word]) -> list[list[shellwords.Word]]:
+    """A flag and the values after it (as tests/peers and argparse see them)."""
+    groups: list[list[shellwords.Word]] = []
+    for word in words:
+        if flag_name(word.text) is not None or not groups:
+            groups.append([word])
+        else:
+            groups[-1].append(word)
+    return groups
+
+
+def _tidy(text: str) -> str:
+    """Without the lines the cuts left holding only a line continuation (as eugr's own filter drops them), and
+    without a continuation left at the very end (sh would keep a lone backslash there)."""
+    lines = [line for line in text.split("\n") if line.strip() not in ("", "\\")]
+    out = "\n".join(lines).rstrip()
+    while out.endswith("\\") and not out.endswith("\\\\"):
+        out = out[:-1].rstrip()
+    return out

@@ -1,0 +1,144 @@
+"""eugr/spark-vllm-docker recipes (`recipe_version: "1"`) as run-recipe.py and launch-cluster.sh run them.
+
+Reproduced from eugr's code: run-recipe.py's generate_launch_script (`command.format(**defaults)`: Python
+str.format, so `{{` and `}}` are literal braces and a placeholder without a default stops eugr with an error;
+without Ray, solo or multi-node, `--distributed-executor-backend <x>` is cut out and lines left empty or holding
+only a continuation are dropped; a trailing continuation goes), its `export K="v"` of the recipe's env, and
+launch-cluster.sh's container: `-e NCCL_IGNORE_CPU_AFFINITY=1`, the Hugging Face cache, and its cache folders
+(~/.cache/vllm, ~/.cache/flashinfer, ~/.triton) mounted at root's; with Ray, run-cluster-node.sh's
+RAY_memory_monitor_refresh_ms=0 and the head's `ray start --disable-usage-stats`. The node count is eugr's
+tensor_parallel x pipeline_parallel from the defaults (solo_only: one node).
+"""
+
+from __future__ import annotations
+
+import re
+import string
+from typing import Any
+
+from generator.importers.base import (EnvVar, Field, ImportedRecipe, ImportOptions, NotCarried, no_model,
+                                      parallel_size)
+from generator.importers.command import split_command
+from generator.importers.modsearch import find_mods
+from generator.importers.passenv import split_secrets
+from generator.importers.yamlfile import YamlFile
+
+_BACKEND = re.compile(r"--distributed-executor-backend\s+\S+")
+_CACHES = (("~/.cache/vllm", "/root/.cache/vllm"), ("~/.cache/flashinfer", "/root/.cache/flashinfer"),
+           ("~/.triton", "/root/.triton"))
+_LAUNCHER_ENV = {"NCCL_IGNORE_CPU_AFFINITY": "1"}  # launch-cluster.sh DOCKER_ARGS
+_RAY_ENV = {"RAY_memory_monitor_refresh_ms": "0"}  # run-cluster-node.sh, on Ray nodes
+_SH_DOUBLE = re.compile(r'[$`"\\]')  # what `export K="v"` would expand or unescape
+_KNOWN = {"recipe_version", "name", "description", "model", "container", "command", "defaults", "env", "mods",
+          "cluster_only", "solo_only", "build_args"}
+
+
+class EugrImporter:
+    peer = "eugr v1"
+
+    def accepts(self, doc: YamlFile) -> bool:
+        return str(doc.data.get("recipe_version")) == "1"
+
+    def convert(self, doc: YamlFile, options: ImportOptions) -> ImportedRecipe:
+        data = doc.data
+        for key in ("name", "container", "command"):
+            if not isinstance(data.get(key), str) or not data[key].strip():
+                raise doc.error(key, "required by run-recipe.py: a non-empty string")
+        defaults = data.get("defaults") or {}
+        env_in = data.get("env") or {}
+        for key, value in (("defaults", defaults), ("env", env_in)):
+            if not isinstance(value, dict):
+                raise doc.error(key, f"must be a mapping, not {type(value).__name__}")
+        nodes = _node_count(doc, defaults)
+        ray = options.ray and nodes > 1
+        try:
+            command = data["command"].format(**defaults)
+        except (KeyError, IndexError) as exc:
+            raise doc.error("command", f"placeholder {exc} has no value in defaults (run-recipe.py stops "
+                                       f"with 'Missing parameter')") from None
+        except (ValueError, AttributeError, TypeError) as exc:
+            raise doc.error("command", f"Python str.format refuses the template: {exc} (write {{{{ and }}}} "
+                                       f"for literal braces)") from None
+        if not ray:
+            command = _BACKEND.sub("", command)
+            command = "\n".join(line for line in command.split("\n") if line.strip() not in ("", "\\"))
+        command = command.rstrip()
+        if command.endswith("\\"):
+            command = command.rstrip("\\\n").rstrip()
+        src = f"{doc.name}: command"
+        cmd = split_command(command.strip(), lambda m: doc.error("command", m))
+        if cmd.engine != "vllm":
+            raise doc.error("command", "eugr's launcher runs vLLM; this command starts "
+                                       + " ".join(cmd.entrypoint))
+        if cmd.model is None and not isinstance(data.get("model"), str):
+            raise doc.error("command", "names no model (`vllm serve <model>`) and the recipe has no `model`")
+        how = "with Ray (--ray)" if ray else ("solo" if nodes == 1 else "without Ray (run-recipe.py's default)")
+        fields = [Field("engine", "vllm", f"{src} (vllm serve)"),
+                  Field("name", data["name"], f"{doc.name}: name"),
+                  *([Field("description", str(data["description"]), f"{doc.name}: description")]
+                    if data.get("description") else []),
+                  Field("docker_image", data["container"], f"{doc.name}: container"),
+                  Field("model", cmd.model or data["model"], f"{doc.name}: model" if cmd.model is None else
+                        f"{src} (its model word{', as model says' if cmd.model == data.get('model') else ''})"),
+                  Field("required_nodes", nodes, f"{doc.name}: defaults tensor_parallel x pipeline_parallel"
+                        + "".join(f", {k} {str(data[k]).lower()}" for k in ("solo_only", "cluster_only") if k in data)),
+                  parallel_size("tensor_parallel_size", cmd.tensor_parallel, src, "tensor"),
+                  parallel_size("pipeline_parallel_size", cmd.pipeline_parallel, src, "pipeline")]
+        if nodes > 1:
+            fields.append(Field("distributed_backend", "ray" if ray else "mp", f"eugr's launcher, {how}"))
+        fields.append(Field("entrypoint", list(cmd.entrypoint), src))
+        fields.append(Field("extra_mounts", [{"host": h, "container": c} for h, c in _CACHES],
+                            "launch-cluster.sh mounts its cache folders (--no-cache-dirs leaves them out)"))
+        mods = find_mods(doc, data.get("mods"))
+        if mods:
+            fields.append(Field("mods", [f"mods/{m.name}" for m in mods], f"{doc.name}: mods"))
+        if ray:
+            fields.append(Field("ray_args", ["--disable-usage-stats"],
+                                "run-cluster-node.sh's head `ray start ... --disable-usage-stats`"))
+        if cmd.args.strip():
+            fields.append(Field("args", [cmd.args], f"{src}, formatted over defaults"))
+        env = [EnvVar(str(k), str(v), f"{doc.name}: env.{k}") for k, v in env_in.items()]
+        env += [EnvVar(k, v, f"{src}: set before `vllm serve`") for k, v in cmd.env]
+        launcher = {**_LAUNCHER_ENV, **(_RAY_ENV if ray else {})}
+        env += [EnvVar(k, v, "launch-cluster.sh / run-cluster-node.sh set it in every container")
+                for k, v in launcher.items() if k not in {e.name for e in env}]
+        env, secret_fields, secret_notes = split_secrets(doc, env)
+        fields += secret_fields
+        if cmd.model is None:
+            secret_notes.append(no_model(doc))
+        return ImportedRecipe(doc.path, self.peer, tuple(fields), tuple(env), mods,
+                              tuple(_not_carried(doc, env_in, cmd.wiring) + secret_notes),
+                              notes=(f"as run-recipe.py runs it {how} on {nodes} node(s)",))
+
+
+def _node_count(doc: YamlFile, defaults: dict[str, Any]) -> int:
+    if doc.data.get("solo_only"):
+        return 1
+    try:
+        nodes = int(defaults.get("tensor_parallel", 1)) * int(defaults.get("pipeline_parallel", 1))
+    except (TypeError, ValueError):
+        raise doc.error("defaults", "tensor_parallel and pipeline_parallel must be whole numbers") from None
+    return max(nodes, 2) if doc.data.get("cluster_only") else max(nodes, 1)
+
+
+def _not_carried(doc: YamlFile, env: dict[str, Any], wiring: tuple[str, ...]) -> list[NotCarried]:
+    named = []
+    if doc.data.get("build_args"):
+        named.append(NotCarried("build_args", doc.line("build_args"),
+                                "options of eugr's build-and-copy.sh (not Docker build args): build the image "
+                                "with that script, or give the recipe a `docker_image_dir`"))
+    named += [NotCarried(f"env.{k}", doc.line("env", str(k)), "eugr exports it in double quotes, so bash would "
+                                                             "expand or unescape it there; carried as written")
+              for k, v in env.items() if _SH_DOUBLE.search(str(v))]
+    try:
+        used = {f for _, f, _, _ in string.Formatter().parse(str(doc.data.get("command"))) if f is not None}
+    except ValueError:
+        used = set()
+    used = {re.split(r"[.\[]", f, maxsplit=1)[0] for f in used} | {"tensor_parallel", "pipeline_parallel"}
+    named += [NotCarried(f"defaults.{k}", doc.line("defaults", str(k)), "no placeholder in the command uses it")
+              for k in (doc.data.get("defaults") or {}) if str(k) not in used]
+    named += [NotCarried(k, doc.line(k), "not a key run-recipe.py reads: no recipegen home")
+              for k in doc.data if k not in _KNOWN]
+    named += [NotCarried("command", doc.line("command"), f"{flag}: rank wiring the compiler writes from the "
+                                                         f"cluster file (dropped from args)") for flag in wiring]
+    return named

@@ -1,0 +1,67 @@
+"""Mod folders found where the peers find them (sparkrun's core/mods.py order, eugr's launch-cluster.sh): beside
+the recipe file (`<ref>`, then `mods/<ref>`; a leading `mods/` of the reference is dropped first), then in the
+registry the file belongs to (the nearest parent with a `.sparkrun/registry.yaml`: its registries' `mods`
+folders, the file's own registry first), then `mods/<name>` in the nearest parent folder that has it (eugr's
+checkout, where recipes/ and mods/ are siblings). A mod is a folder with a run.sh."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from generator.importers.base import ModCopy
+from generator.importers.yamlfile import YamlFile
+
+
+def find_mods(doc: YamlFile, refs: object) -> tuple[ModCopy, ...]:
+    if refs in (None, []):
+        return ()
+    if not isinstance(refs, list) or not all(isinstance(r, str) for r in refs):
+        raise doc.error("mods", "must be a list of mod folder names")
+    found: list[ModCopy] = []
+    for i, ref in enumerate(refs):
+        if ref.startswith("@"):
+            raise doc.error("mods", f"mods[{i}] '{ref}' names a sparkrun registry: copy that mod folder beside "
+                                    f"the recipe file and name it by its folder")
+        rel = ref.removeprefix("mods/")
+        tried = _candidates(doc.path.resolve(), rel)
+        folder = next((p for p in tried if (p / "run.sh").is_file()), None)
+        if folder is None:
+            shown = ", ".join(str(p) for p in tried[:4]) + (f" and mods/{rel} in every parent folder")
+            raise doc.error("mods", f"mods[{i}] '{ref}' not found (a folder with a run.sh): looked at {shown}; "
+                                    f"sparkrun would also try eugr/spark-vllm-docker's mods/: copy it beside the file")
+        if any(m.name == folder.name for m in found):
+            raise doc.error("mods", f"mods[{i}] '{ref}' has the folder name of an earlier mod: both would land in "
+                                    f"the container as /workspace/mods/{folder.name}")
+        found.append(ModCopy(folder.name, folder, f"{doc.name}: mods[{i}] ({ref})"))
+    return tuple(found)
+
+
+def _candidates(recipe: Path, rel: str) -> list[Path]:
+    base = recipe.parent
+    tried = [base / rel, base / "mods" / rel]
+    for parent in base.parents:
+        manifest = parent / ".sparkrun" / "registry.yaml"
+        if manifest.is_file():
+            tried += [parent / sub / rel for sub in _registry_mods(manifest, recipe.relative_to(parent))]
+            break
+    return tried + [p / "mods" / rel for p in base.parents]
+
+
+def _registry_mods(manifest: Path, recipe: Path) -> list[str]:
+    """The `mods` folders a registry manifest declares, the one of the registry holding `recipe` first."""
+    try:
+        data: Any = yaml.safe_load(manifest.read_text("utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return []
+    entries = data.get("registries") if isinstance(data, dict) else None
+    mods: list[tuple[bool, str]] = []
+    for entry in entries if isinstance(entries, list) else []:
+        if isinstance(entry, dict):
+            sub = entry.get("mods_subpath", entry.get("mods"))
+            recipes = str(entry.get("subpath", entry.get("recipes", "recipes")))
+            if isinstance(sub, str) and sub:
+                mods.append((not recipe.is_relative_to(recipes), sub))
+    return [sub for _, sub in sorted(mods, key=lambda m: m[0])]

@@ -1,0 +1,141 @@
+"""An import as commented TOML, and its all-or-nothing write into recipes/<id>/.
+
+Every value carries a comment naming its source (`# x.yaml: defaults.max_model_len`), so a reader can check the
+translation line by line. Output is a function of the import alone: a second import of the same file gives the
+same bytes. The folder is staged in a hidden folder at the project root and renamed into recipes/: a failure
+leaves nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import tempfile
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from generator.diagnostics import Diagnostic, RecipegenError, display_path
+from generator.importers.base import ImportedRecipe, TomlValue
+
+SCHEMA_LINE = "#:schema ../../schema/recipe.schema.json"
+_BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+
+
+def render(imported: ImportedRecipe, schema_line: str = SCHEMA_LINE) -> str:
+    src = imported.source.name
+    out = [schema_line, f"# Imported by `recipegen import` from {src} ({imported.peer}), "
+                        + "; ".join(imported.notes) + "."]
+    out += ["# Each value names the peer key (or the launcher behaviour) it comes from."]
+    for note in imported.not_carried:
+        out.append(comment(f"not carried: {src}:{note.line or '?'}: {note.key}: {note.message}"))
+    for field in imported.fields:
+        out.extend(entry(field.key, field.value, field.source))
+    if imported.env:
+        out += ["", "[env]"]
+        for var in imported.env:
+            out.extend(entry(var.name, var.value, var.source))
+    if imported.bench:
+        out += ["", "[bench]"]
+        for field in imported.bench:
+            out.extend(entry(field.key, field.value, field.source))
+    text = "\n".join(out) + "\n"
+    _check(text, imported)
+    return text
+
+
+def entry(key: str, value: TomlValue, source: str) -> list[str]:
+    name = key if _BARE_KEY.match(key) else _basic(key)
+    rendered = _value(value)
+    if "\n" in rendered:  # a multi-line value: its comment goes above it
+        return [comment(source), f"{name} = {rendered}"]
+    return [f"{name} = {rendered}  {comment(source)}"]
+
+
+def comment(text: str) -> str:
+    return "# " + _CONTROL.sub(" ", text.replace("\n", " "))
+
+
+def _value(value: TomlValue) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return _number(value)
+    if isinstance(value, dict):
+        return _inline(value)
+    if isinstance(value, list):
+        items = [_value(v) for v in value]
+        if any("\n" in i for i in items) or sum(len(i) for i in items) > 80:
+            return "[\n" + "".join(f"    {i},\n" for i in items) + "]"
+        return "[" + ", ".join(items) + "]"
+    return _string(value)
+
+
+def _number(value: int | float) -> str:
+    if isinstance(value, int):
+        return str(value)
+    if value != value:
+        return "nan"
+    if value in (float("inf"), float("-inf")):
+        return "inf" if value > 0 else "-inf"
+    return repr(value)  # the shortest text that reads back as the same float; TOML reads Python's exponents
+
+
+def _inline(table: dict[str, Any]) -> str:
+    """An inline table, nested as deep as the value is (one line: TOML 1.0 inline tables cannot break)."""
+    def one(v: Any) -> str:
+        if isinstance(v, dict):
+            return _inline(v)
+        if isinstance(v, list):
+            return "[" + ", ".join(one(i) for i in v) + "]"
+        return _value(v) if not isinstance(v, str) else _basic(v)
+
+    return "{" + ", ".join(f"{k if _BARE_KEY.match(k) else _basic(k)} = {one(v)}" for k, v in table.items()) + "}"
+
+
+def _string(text: str) -> str:
+    """A multi-line command as a literal block (byte for byte, as written), anything else as a basic string."""
+    if "\n" in text and "'''" not in text and not text.endswith("'") and not _CONTROL.search(text) \
+            and "\r" not in text:
+        return "'''\n" + text + "'''"
+    return _basic(text)
+
+
+def _basic(text: str) -> str:
+    return json.dumps(text, ensure_ascii=False).replace("\x7f", "\\u007f")
+
+
+def _check(text: str, imported: ImportedRecipe) -> None:
+    """The TOML reads back as exactly the values imported (a writer bug must never reach a recipe)."""
+    data = tomllib.loads(text)
+    wrong = [f.key for f in imported.fields if data.get(f.key) != f.value]
+    wrong += [f"bench.{f.key}" for f in imported.bench if data.get("bench", {}).get(f.key) != f.value]
+    if wrong or {v.name: v.value for v in imported.env} != data.get("env", {}):
+        raise ValueError(f"recipegen import wrote TOML that reads back differently: {wrong or ['env']}")
+
+
+def write_recipe(folder: Path, text: str, imported: ImportedRecipe) -> None:
+    """recipes/<id>/ with recipe.toml and mods/<name>/ copied, swapped in whole (the caller decides whether an
+    existing folder may be replaced). Staged in a hidden folder at the project root, not under recipes/, so a
+    build running meanwhile (or after a crash) never sees a half-made recipe."""
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    stage = Path(tempfile.mkdtemp(prefix=".recipegen-import-", dir=folder.parent.parent))
+    try:
+        new = stage / folder.name
+        new.mkdir()
+        (new / "recipe.toml").write_text(text, "utf-8")
+        for mod in imported.mods:
+            try:
+                shutil.copytree(mod.folder, new / "mods" / mod.name, symlinks=False)
+            except shutil.Error as exc:  # every file that failed: (source, target, why); name the first
+                source, _, why = exc.args[0][0]
+                raise RecipegenError(Diagnostic(display_path(source), None, None, "mods",
+                                                f"cannot copy this file of mod '{mod.name}': {why}")) from None
+        if folder.exists():  # two renames: the old recipe leaves, the new one arrives
+            os.rename(folder, stage / ".replaced")
+        os.rename(new, folder)
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)

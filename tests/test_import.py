@@ -1,0 +1,463 @@
+"""`recipegen import`: the peer-corpus comparison of imported recipes is in tests/test_peers.py (variant
+"import"); here the command itself: validation of what it writes, byte-stable output, eugr's rendering and Ray
+choice, every key carried or named, and bad input refused with one line and nothing written."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import tomllib
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from generator.cli import main
+
+ROOT = Path(__file__).resolve().parent.parent
+PEERS = ROOT / "tests" / "peers"
+ORIGINALS = sorted((c, json.loads((c / "peer.json").read_text())["original"]["file"]) for c in PEERS.iterdir()
+                   if (c / "peer.json").is_file() and "original" in json.loads((c / "peer.json").read_text()))
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch) -> Path:
+    (tmp_path / "recipes").mkdir()
+    shutil.copytree(ROOT / "schema", tmp_path / "schema")  # the recipes' #:schema directive reaches it
+    shutil.copy(PEERS / "cluster.toml", tmp_path / "cluster.toml")
+    (tmp_path / "cluster.toml").write_text((PEERS / "cluster.toml").read_text().replace("../../schema", "./schema"))
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def run(*args: str):
+    result = CliRunner().invoke(main, list(args))
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.output
+    assert "Traceback" not in result.output
+    return result
+
+
+def tree(root: Path) -> dict[str, bytes]:
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize("folder,original", ORIGINALS, ids=[c.name for c, _ in ORIGINALS])
+def test_imported_recipe_validates_and_a_second_import_gives_the_same_bytes(project, folder, original):
+    shutil.copytree(folder, project / "peer")
+    result = run("import", "--id", "x", str(project / "peer" / original))
+    assert result.exit_code == 0, result.output
+    recipe = project / "recipes" / "x" / "recipe.toml"
+    first = tree(project / "recipes")
+    assert recipe.read_text().startswith("#:schema ../../schema/recipe.schema.json\n")
+    checked = run("validate", str(recipe))
+    assert checked.exit_code == 0, checked.output
+    assert " error" not in checked.output
+    assert run("import", "--force", "--id", "x", str(project / "peer" / original)).exit_code == 0
+    assert tree(project / "recipes") == first
+    assert run("build", "x").exit_code == 0
+
+
+def test_every_value_names_its_source_key(project):
+    f = write(project / "peer" / "m.yaml", "recipe_version: '2'\nmodel: a/b\ncontainer: img:1\nmin_nodes: 2\n"
+              "defaults:\n  tensor_parallel: 2\n  max_model_len: 4096\n"
+              "command: vllm serve {model} -tp {tensor_parallel} --max-model-len {max_model_len}\n")
+    text = run("import", "--dry-run", str(f)).output
+    lines = [l for l in text.splitlines() if " = " in l and not l.startswith("#")]
+    assert lines and all("  # " in l for l in lines if not l.startswith("args")), text
+    assert 'docker_image = "img:1"  # m.yaml: container' in text
+    assert "tensor_parallel_size = 2  # m.yaml: command" in text
+    assert "--max-model-len 4096" in text and "-tp" not in text.split("args", 1)[1]
+    assert not (project / "recipes" / "m").exists()  # --dry-run writes nothing
+
+
+def test_sparkrun_keeps_unresolved_placeholders_and_json_braces_and_names_what_has_no_home(project):
+    f = write(project / "peer" / "r.yaml", """\
+recipe_version: "2"
+model: a/b
+container: img:1
+defaults:
+  port: 8000
+  spec: '{"method": "mtp"}'
+command: |
+  vllm serve {model} --port {port} \\
+    --speculative-config '{spec}' \\
+    --served-model-name {name}
+post_exec:
+  - echo done
+benchmark:
+  framework: llama-benchy
+builder: eugr
+""")
+    result = run("import", "--dry-run", str(f))
+    assert result.exit_code == 0, result.output
+    data = tomllib.loads(result.stdout)
+    assert "--speculative-config '{\"method\": \"mtp\"}'" in data["args"][0]
+    assert "{name}" in data["args"][0]  # sparkrun leaves a key without a value as written
+    for key in ("post_exec", "benchmark", "builder", "command"):
+        assert f"warning[not-carried]: {key}:" in result.stderr, key
+    assert "r.yaml:11:" in result.stderr  # post_exec's line
+    assert data["env"] == {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}  # solo: the common pair only
+
+
+EUGR = """\
+recipe_version: "1"
+name: Test
+container: vllm-node
+build_args: ["-f", "Dockerfile.x"]
+defaults:
+  tensor_parallel: 2
+  port: 8000
+env:
+  VLLM_X: "1"
+command: |
+  vllm serve org/model \\
+      --port {port} \\
+      -tp {tensor_parallel} \\
+      --distributed-executor-backend ray \\
+      --compilation-config '{{"cudagraph_mode": "FULL"}}'
+"""
+
+
+def test_eugr_renders_with_str_format_and_runs_without_ray_by_default(project):
+    f = write(project / "peer" / "e.yaml", EUGR)
+    result = run("import", "--dry-run", str(f))
+    assert result.exit_code == 0, result.output
+    data = tomllib.loads(result.stdout)
+    assert data["distributed_backend"] == "mp" and data["required_nodes"] == 2 and data["tensor_parallel_size"] == 2
+    assert data["model"] == "org/model" and data["entrypoint"] == ["vllm", "serve"]
+    assert "'{\"cudagraph_mode\": \"FULL\"}'" in data["args"][0]  # {{ }} are literal braces to str.format
+    assert "--distributed-executor-backend" not in data["args"][0] and "ray_args" not in data
+    assert data["env"] == {"VLLM_X": "1", "NCCL_IGNORE_CPU_AFFINITY": "1"}
+    assert {"host": "~/.cache/vllm", "container": "/root/.cache/vllm"} in data["extra_mounts"]
+    assert "warning[not-carried]: build_args:" in result.stderr and "e.yaml:4:" in result.stderr
+
+
+def test_eugr_ray_flag_keeps_ray(project):
+    f = write(project / "peer" / "e.yaml", EUGR)
+    data = tomllib.loads(run("import", "--ray", "--dry-run", str(f)).stdout)
+    assert data["distributed_backend"] == "ray" and data["ray_args"] == ["--disable-usage-stats"]
+    assert data["env"]["RAY_memory_monitor_refresh_ms"] == "0"
+
+
+def test_eugr_placeholder_without_default_is_an_error_on_its_line(project):
+    f = write(project / "peer" / "e.yaml", EUGR.replace("--port {port}", "--port {missing}"))
+    result = run("import", str(f))
+    assert result.exit_code == 1
+    assert "e.yaml:10:" in result.stderr and "'missing'" in result.stderr and len(result.stderr.splitlines()) == 1
+    assert not (project / "recipes" / "e").exists()
+
+
+@pytest.mark.parametrize("text,where", [
+    ("recipe_version: '2'\nmodel: [a\n", "x.yaml:3:"),  # not YAML: the line where it stops being YAML
+    ("recipe_version: '7'\nmodel: a\n", "x.yaml:1:"),  # a foreign version
+    ("- a\n- b\n", "x.yaml:1:"),  # not a mapping
+    ("recipe_version: '2'\nmodel: a\ncontainer: i\ncommand: llama-server -m x\n", "x.yaml:4:"),
+    ("registries:\n  - name: official\n", "x.yaml:1:1: error: not an eugr or sparkrun recipe"),  # a manifest
+    ("recipe_version: '1'\nname: n\ncontainer: c\ncommand: vllm serve {a.b}\ndefaults: {a: 1}\n", "x.yaml:4:"),
+    ("recipe_version: '1'\nname: n\ncontainer: c\ncommand: vllm serve {0}\n", "x.yaml:4:"),
+    ("model: m\ncontainer: c\nmods: [a, a]\ncommand: vllm serve m\n", "x.yaml:3:"),
+])
+def test_malformed_or_foreign_file_is_one_line_and_nothing_written(project, text, where):
+    f = write(project / "peer" / "x.yaml", text)
+    before = tree(project)
+    result = run("import", str(f))
+    assert result.exit_code == 1
+    assert len(result.stderr.splitlines()) == 1 and where in result.stderr, result.stderr
+    assert tree(project) == before
+
+
+def test_never_overwrites_without_force_and_a_failing_file_stops_all(project):
+    good = write(project / "peer" / "good.yaml", EUGR)
+    bad = write(project / "peer" / "bad.yaml", "recipe_version: '1'\nname: x\n")
+    assert run("import", str(good), str(bad)).exit_code == 1
+    assert not (project / "recipes" / "good").exists()  # nothing written when any file fails
+    assert run("import", str(good)).exit_code == 0
+    mine = project / "recipes" / "good" / "recipe.toml"
+    mine.write_text("# mine\n")
+    result = run("import", str(good))
+    assert result.exit_code == 1 and "--force" in result.stderr and mine.read_text() == "# mine\n"
+    assert run("import", "--force", str(good)).exit_code == 0 and mine.read_text().startswith("#:schema")
+
+
+def test_mods_are_found_where_the_peer_finds_them_and_copied(project):
+    write(project / "registry" / "mods" / "fix-a" / "run.sh", "#!/bin/sh\necho a\n")
+    f = write(project / "registry" / "recipes" / "deep" / "m.yaml",
+              "model: a/b\ncontainer: i\nmods: [mods/fix-a]\ncommand: vllm serve {model}\n")
+    assert run("import", str(f)).exit_code == 0
+    assert (project / "recipes" / "m" / "mods" / "fix-a" / "run.sh").read_text() == "#!/bin/sh\necho a\n"
+    twice = write(project / "registry" / "recipes" / "deep" / "t.yaml",
+                  "model: a/b\ncontainer: i\nmods: [fix-a, mods/fix-a]\ncommand: vllm serve {model}\n")
+    result = run("import", str(twice))
+    assert result.exit_code == 1 and "mods[1]" in result.stderr and not (project / "recipes" / "t").exists()
+    missing = write(project / "peer" / "n.yaml", "model: a/b\ncontainer: i\nmods: [fix-b]\ncommand: vllm serve x\n")
+    result = run("import", str(missing))
+    assert result.exit_code == 1 and "fix-b" in result.stderr and "n.yaml:3:" in result.stderr
+
+
+def test_mods_are_found_in_the_registry_the_file_belongs_to(project):
+    reg = project / "registry"
+    write(reg / ".sparkrun" / "registry.yaml", "registries:\n  - name: official\n    recipes: official-recipes\n"
+          "    mods: official-mods\n  - name: experimental\n    recipes: experimental-recipes\n"
+          "    mods: experimental-mods\n")
+    write(reg / "official-mods" / "fix-a" / "run.sh", "#!/bin/sh\necho official\n")
+    write(reg / "experimental-mods" / "fix-a" / "run.sh", "#!/bin/sh\necho experimental\n")
+    f = write(reg / "experimental-recipes" / "x" / "r.yaml",
+              "model: a/b\ncontainer: i\nmods: [mods/fix-a]\ncommand: vllm serve {model}\n")
+    assert run("import", str(f)).exit_code == 0
+    assert (project / "recipes" / "r" / "mods" / "fix-a" / "run.sh").read_text().endswith("experimental\n")
+
+
+def test_id_from_the_stem_and_usage_errors(project):
+    f = write(project / "peer" / "Qwen3.5-122B_fp8.yaml", EUGR)
+    assert run("import", str(f)).exit_code == 0
+    assert (project / "recipes" / "qwen3-5-122b_fp8" / "recipe.toml").is_file()
+    assert run("import", "--id", "a", str(f), str(f)).exit_code == 2
+    assert run("import", "--id", "Bad.Id", str(f)).exit_code == 1
+
+
+def test_a_secret_in_env_goes_to_pass_env_without_its_value(project):
+    f = write(project / "peer" / "s.yaml", "model: a/b\ncontainer: i\nenv:\n"
+              "  HF_TOKEN: hf_abcdefghijklmnopqrstuvwxyz0123\n  X: '1'\ncommand: vllm serve {model}\n")
+    result = run("import", str(f))
+    assert result.exit_code == 0, result.output
+    text = (project / "recipes" / "s" / "recipe.toml").read_text()
+    assert "hf_abcdefghijklmnopqrstuvwxyz0123" not in text
+    assert tomllib.loads(text)["pass_env"] == ["HF_TOKEN"]
+    assert "s.yaml:4:" in result.stderr and "HF_TOKEN" in result.stderr
+
+
+EUGR_ENV = """\
+# eugr .env
+CLUSTER_NODES="192.168.100.10,192.168.100.11"
+ETH_IF=enp1s0f0np0
+IB_IF='rocep1s0f0,roceP2p1s0f0'
+MASTER_PORT=29600
+CONTAINER_NAME=vllm_node
+CONTAINER_NCCL_DEBUG=INFO
+CONTAINER_HF_TOKEN="hf_abcdefghijklmnopqrstuvwxyz0123"
+COPY_HOSTS=x
+"""
+
+
+def test_eugr_env_becomes_the_cluster_file(project):
+    (project / "cluster.toml").unlink()
+    f = write(project / "eugr" / ".env", EUGR_ENV)
+    result = run("import", str(f))
+    assert result.exit_code == 0, result.output
+    text = (project / "cluster.toml").read_text()
+    assert text.startswith("#:schema ./schema/cluster.schema.json\n") and "hf_abcdefghij" not in text
+    data = tomllib.loads(text)
+    assert [(n["name"], n["address"], n["context"], n["ssh_host"]) for n in data["nodes"]] == [
+        ("spark1", "192.168.100.10", "spark1", "192.168.100.10"),
+        ("spark2", "192.168.100.11", "spark2", "192.168.100.11")]
+    assert "ssh://root@192.168.100.10" in text  # the proposed context, with the schema's default user
+    assert data["master_port"] == 29600 and data["pass_env"] == ["HF_TOKEN"]
+    assert data["env"]["NCCL_SOCKET_IFNAME"] == data["env"]["GLOO_SOCKET_IFNAME"] == "enp1s0f0np0"
+    assert data["env"]["NCCL_IB_HCA"] == "rocep1s0f0,roceP2p1s0f0" and data["env"]["NCCL_DEBUG"] == "INFO"
+    assert "COPY_HOSTS" in result.stderr and ".env:9:" in result.stderr
+    checked = run("validate", "cluster.toml")
+    assert checked.exit_code == 0 and " error" not in checked.output, checked.output
+    assert run("import", str(f)).exit_code == 1  # never replaced without --force
+    assert run("import", "--force", str(f)).exit_code == 0 and (project / "cluster.toml").read_text() == text
+
+
+def test_sparkrun_cluster_file_becomes_the_cluster_file(project):
+    f = write(project / "c" / "duo.yaml", "name: duo\nhosts: [10.0.0.10, 10.0.0.11]\nuser: spark\n"
+              "cache_dir: /data/hf\ntransfer_interface: cx7\ntopology: direct\n")
+    result = run("import", "--dry-run", str(f))
+    assert result.exit_code == 0, result.output
+    data = tomllib.loads(result.stdout)
+    assert data["name"] == "duo" and data["user"] == "spark" and data["hf_cache"] == "/data/hf"
+    assert [n["address"] for n in data["nodes"]] == ["10.0.0.10", "10.0.0.11"]
+    assert "ssh://spark@10.0.0.10" in result.stdout
+    for key in ("transfer_interface", "topology", "hosts"):
+        assert f"warning[not-carried]: {key}:" in result.stderr
+    bad = write(project / "c" / "names.yaml", "name: n\nhosts: [spark1.local]\n")
+    refused = run("import", str(bad))
+    assert refused.exit_code == 1 and "names.yaml:2:" in refused.stderr and "cluster probe" in refused.stderr
+
+
+# eugr renders with Python's str.format and hands the text to bash: str.format and bash are the oracle here. Each
+# template's words as bash splits them must be the engine argv of the imported recipe's head (flags compared as
+# groups, the compiler's spellings mapped), and a leading NAME=value its environment.
+EUGR_TEMPLATES = [
+    "vllm serve org/m \\\n  --port {port} \\\n  -tp {tensor_parallel} \\\n  --distributed-executor-backend ray \\\n"
+    "  --speculative-config '{{\"method\": \"mtp\", \"k\": {{\"a\": 1}}}}' \\\n",
+    'VLLM_X=1 vllm serve org/m --tensor-parallel-size={tensor_parallel} --distributed-executor-backend ray '
+    '--override-generation-config "{{\\"temperature\\": 0.6}}" --served-model-name "my model" --x a\\ b',
+    "vllm serve \\\n    org/m \\\n    --max-model-len {port}   \\\n"
+    "    --tensor-parallel-size {tensor_parallel} --distributed-executor-backend ray"
+    "\\\n    --enable-prefix-caching",
+]
+
+
+def bash_words(text: str) -> list[str]:
+    import subprocess
+    out = subprocess.run(["bash", "-c", 'w() { printf "%s\\0" "$@"; }; w ' + text], capture_output=True, check=True)
+    return out.stdout.decode().split("\0")[:-1]
+
+
+@pytest.mark.parametrize("template", EUGR_TEMPLATES)
+def test_eugr_import_runs_the_words_bash_gets_from_eugrs_rendering(project, template):
+    from collections import Counter
+
+    from generator.argwords import flag_name
+    from generator.plan import plan_recipe
+    from generator.resolve import load_cluster, load_recipe
+
+    defaults = {"port": 8000, "tensor_parallel": 2}  # eugr's node count: tensor x pipeline
+    recipe_yaml = {"recipe_version": "1", "name": "t", "container": "vllm-node", "defaults": defaults,
+                   "command": template}
+    f = write(project / "peer" / "t.yaml", json.dumps(recipe_yaml))  # JSON is YAML
+    assert run("import", "--ray", str(f)).exit_code == 0
+    plan = plan_recipe(load_recipe(project / "recipes" / "t"), load_cluster(project / "cluster.toml"), project,
+                       project / "out")
+    words = bash_words(template.format(**defaults))
+    env = dict(w.split("=", 1) for w in words[:words.index("vllm")])
+    theirs = words[words.index("vllm"):]
+    head = plan.nodes[0]
+    ours = [a.word for a in head.command]
+
+    def grouped(argv: list[str]) -> Counter:
+        spelled = {"-tp": "--tensor-parallel-size"}
+        out: list[list[str]] = []
+        for word in argv[3:]:  # after `vllm serve MODEL`
+            if flag_name(word) is not None or not out:
+                name, eq, value = word.partition("=")
+                out.append([spelled.get(name, name)] + ([value] if eq and name.startswith("--tensor") else []))
+            else:
+                out[-1].append(word)
+        return Counter(tuple(g) for g in out)
+
+    assert ours[:3] == theirs[:3] == ["vllm", "serve", "org/m"]
+    assert grouped(ours) - grouped(theirs) == Counter({("--pipeline-parallel-size", "1"): 1})  # stated default
+    assert grouped(theirs) - grouped(ours) == Counter()
+    assert {v.name: v.value for v in head.env}.items() >= env.items()
+
+
+def test_a_mod_that_cannot_be_copied_leaves_nothing(project):
+    write(project / "peer" / "mods" / "fix-a" / "run.sh", "#!/bin/sh\n")
+    (project / "peer" / "mods" / "fix-a" / "gone.patch").symlink_to(project / "nowhere")
+    f = write(project / "peer" / "m.yaml", "model: a/b\ncontainer: i\nmods: [fix-a]\ncommand: vllm serve {model}\n")
+    before = tree(project)
+    result = run("import", str(f))
+    assert result.exit_code == 1 and "gone.patch" in result.stderr and len(result.stderr.splitlines()) == 1
+    assert tree(project) == before and not list(project.glob(".recipegen-import-*"))
+
+
+BENCH_YAML = """\
+model: a/b
+container: i
+command: vllm serve {model}
+benchmark:
+  framework: llama-benchy
+  args:
+    pp: [2048, 4096]
+    depth: [0]
+  tg: 128
+  timeout: 0
+  schedule:
+    - {name: warm, repeat: 2}
+  bogus: 1
+"""
+
+
+def test_benchmark_is_named_not_carried_yet_without_a_bench_table(project, monkeypatch):
+    monkeypatch.setattr("generator.importers.bench._bench_schema", lambda: None)
+    result = run("import", "--dry-run", str(write(project / "peer" / "b.yaml", BENCH_YAML)))
+    assert result.exit_code == 0 and "\n[bench]\n" not in result.stdout and "bench" not in tomllib.loads(result.stdout)
+    assert "b.yaml:4:1: warning[not-carried]: benchmark: not carried yet" in result.stderr
+
+
+def test_benchmark_becomes_bench_key_for_key_where_the_schema_has_it(project, monkeypatch):
+    count = {"oneOf": [{"type": "integer"}, {"type": "array", "items": {"type": "integer"}}]}
+    bench = {"type": "object", "additionalProperties": False, "properties": {
+        "framework": {"type": "string"}, "args": {"type": "object"}, "metadata": {"type": "object"},
+        "timeout": {"type": "integer", "minimum": 1}, "schedule": {"type": "array", "items": {"type": "object"}},
+        "tg": count, "pp": count}}  # the shape of a [bench] table: sparkrun's keys, by name
+    monkeypatch.setattr("generator.importers.bench._bench_schema",
+                        lambda: {"type": "object", "properties": {"bench": bench}})
+    result = run("import", "--dry-run", str(write(project / "peer" / "b.yaml", BENCH_YAML)))
+    assert result.exit_code == 0, result.output
+    assert tomllib.loads(result.stdout)["bench"] == {
+        "framework": "llama-benchy", "args": {"pp": [2048, 4096], "depth": [0]}, "tg": 128,
+        "schedule": [{"name": "warm", "repeat": 2}]}
+    assert "tg = 128  # b.yaml: benchmark.tg" in result.stdout
+    assert "benchmark.bogus: not a [bench] key" in result.stderr
+    assert "b.yaml:10:1: warning[not-carried]: benchmark.timeout: [bench] refuses it" in result.stderr
+
+
+EUGR_FULL = EUGR.replace("defaults:\n", "description: d\nmodel: org/model\nsolo_only: false\ncluster_only: true\n"
+                         "mods: []\nunknown_key: 1\ndefaults:\n  unused: 3\n")
+
+
+@pytest.mark.parametrize("path", [folder / original for folder, original in ORIGINALS] + ["eugr"],
+                         ids=[c.name for c, _ in ORIGINALS] + ["eugr"])
+def test_every_key_of_the_file_is_carried_or_named(project, path):
+    import yaml
+
+    if path == "eugr":
+        path = write(project / "peer" / "e.yaml", EUGR_FULL)
+    result = run("import", "--dry-run", str(path))
+    assert result.exit_code == 0, result.output
+    said = "\n".join(line.split("#", 1)[1] for line in result.stdout.splitlines() if "#" in line) + result.stderr
+    data = yaml.safe_load(path.read_text())
+    silent = [k for k, v in data.items() if k != "recipe_version" and v not in (None, [], {}, "")
+              and not re.search(rf"(^|[ (])({re.escape(k)})([:.) ]|$)", said, re.M)]
+    silent += [f"defaults.{k}" for k in data.get("defaults") or {}  # each: a placeholder of the command, or named
+               if f"{{{k}}}" not in data["command"] and f"defaults.{k}" not in said]
+    assert silent == []
+
+
+_KEYS = ["recipe_version", "name", "model", "container", "command", "defaults", "env", "mods", "min_nodes",
+         "max_nodes", "solo_only", "cluster_only", "runtime", "executor_config", "pre_exec", "benchmark", "metadata",
+         "build_args", "description", "mode", "runtime_config", "model_revision"]
+_VALUES = [None, 1, 0, -1, 2.5, True, "x", "", "1", "2", [], ["a"], [1], {}, {"a": 1}, {"tensor_parallel": "x"},
+           {"tensor_parallel": 2, "data_parallel": 2}, {"tensor_parallel": 2},
+           "vllm serve {model} -tp {tensor_parallel}",
+           "vllm serve m {x}", "python3 -m sglang.launch_server --model-path {model} --tp 2", "vllm serve m -tp 2.5",
+           "vllm serve 'open", "{", "vllm serve m --distributed-executor-backend ray \\\n", {"shm_size": 5, "user": 1},
+           ["echo hi", {"copy": "x"}], {"framework": 1}, "vllm serve m --x '{{\"a\": 1}}'", {"X": "$HOME"}]
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.dictionaries(st.sampled_from(_KEYS), st.sampled_from(_VALUES), min_size=1), ray=st.booleans())
+def test_any_file_imports_or_is_refused_with_a_diagnostic_never_a_traceback(tmp_path, data, ray):
+    from generator.diagnostics import RecipegenError
+    from generator.importers import ImportOptions, convert
+    from generator.importers.writer import render
+
+    f = tmp_path / "r.yaml"
+    f.write_text(json.dumps(data))
+    try:
+        imported = convert(f, ImportOptions(ray=ray))
+    except RecipegenError as exc:
+        assert all(d.file and d.message for d in exc.diagnostics)
+        return
+    tomllib.loads(render(imported))  # and what it writes is TOML (render also reads it back, value by value)
+
+
+def test_sparkrun_pre_exec_is_setup_rendered_as_sparkrun_renders_hooks(project):
+    f = write(project / "peer" / "p.yaml", "model: a/b\ncontainer: i\ndefaults:\n  port: 9000\n"
+              "pre_exec:\n  - echo {model} {port} {nope}\n  - {copy: /x, dest: /y}\n"
+              "command: vllm serve {model} --port {port}\n")
+    result = run("import", "--dry-run", str(f))
+    assert result.exit_code == 0, result.output
+    assert tomllib.loads(result.stdout)["setup"] == ["echo a/b 9000 {nope}"]
+    assert "warning[not-carried]: pre_exec[1]: a file copy step" in result.stderr
+
+
+@pytest.mark.parametrize("bad,line", [("NODES\n", 2), ("9X=1\n", 2), ("ETH_IF=a\n", 2)])
+def test_eugr_env_lines_launch_cluster_refuses_are_refused(project, bad, line):
+    f = write(project / "e" / ".env", "ETH_IF=enp1\n" + bad + "CLUSTER_NODES=10.0.0.1\n")
+    result = run("import", "--dry-run", str(f))
+    assert result.exit_code == 1 and f".env:{line}:" in result.stderr and len(result.stderr.splitlines()) == 1
