@@ -56,7 +56,6 @@ RDMA_MISSING = "rdma-missing"
 TRIAL_FAILED = "trial-failed"
 PORT_TAKEN = "port-taken"  # something else listens on the head's serving port
 PORT_UNCHECKED = "port-unchecked"
-NODE_LOCKED = "node-locked"  # another recipegen command holds the node (generator/deploy/lock.py)
 # images
 IMAGE_COPY_FAILED = "image-copy-failed"
 IMAGE_BUILD_FAILED = "image-build-failed"
