@@ -49,11 +49,11 @@ def timed(cmd: list[str], cwd: Path, expect: int = 0) -> tuple[float, int]:
     return elapsed, usage.ru_maxrss
 
 
-def measure(label: str, cmd, cwd: Path, runs: int, target: str = "") -> float:
+def measure(label: str, cmd, cwd: Path, runs: int, target: str = "", expect: int = 0) -> float:
     """`cmd` is an argv, or a function of the run number giving one (e.g. a fresh --out per run)."""
     times, peaks = [], []
     for run in range(runs):
-        elapsed, peak = timed(cmd(run) if callable(cmd) else cmd, cwd)
+        elapsed, peak = timed(cmd(run) if callable(cmd) else cmd, cwd, expect)
         times.append(elapsed)
         peaks.append(peak)
     median = statistics.median(times)
@@ -137,8 +137,10 @@ def main() -> None:
         measure("validate, args: 1 MiB in '...' and 1 MiB in \"...\"", [exe, "validate", str(long_args)], ROOT,
                 args.runs, "< 1 s")
         unbroken = long_unbroken_values(tmp / "long-words" / "recipe.toml")
+        # It cannot build (its Swarm launcher is far above Linux's 128 KiB argument: stack-argument), so validate
+        # renders the launcher and exits 1: the figure includes that rendering.
         measure("validate, env, setup and a mod: 1 MiB words", [exe, "validate", str(unbroken)], ROOT,
-                args.runs, "< 1 s")
+                args.runs, "< 1 s", expect=1)
 
         seed = ROOT / "recipes" / "deepseek-v4-flash-eugr" / "recipe.toml"
         trees = {"shipped": shipped, "100 recipes x 8 nodes": make_tree(tmp / "t100", 100, seed),

@@ -27,7 +27,7 @@ class FlagSpec:
     """How one spelling of a flag parses in one release."""
 
     name: str
-    type: str  # bool | int | float | str | json | choice | any
+    type: str  # bool | int | float | str | json | json_or_str (JSON when it is {...}) | choice | any
     choices: tuple[str, ...] = ()
     nargs: str | int | None = None
     optional: bool = False  # "None" parses

@@ -7,21 +7,21 @@ the schema covers what it can express (types, enums, patterns) and the editor sh
 from __future__ import annotations
 
 import json
+import posixpath
 import re
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Iterator
+from typing import Any
 
 from generator.argwords import group_flags, json_problem
-from generator.diagnostics import Diagnostic, Severity
+from generator.diagnostics import Diagnostic
 from generator.engines import OWNED_ENV, OWNED_FLAGS, OWNED_RAY_FLAGS
-from generator.model import (HF_CACHE_IN_CONTAINER, Cluster, ContainerOptions, FlagGroup, Mount, NodeChoiceError,
-                             Origin, Recipe, container_target)
+# The rule modules grouped by what they protect register themselves on import: lint_recipe runs them all.
+from generator import lint_flags, lint_launch, lint_mounts, lint_paths, lint_ports  # noqa: F401
+from generator.lint_registry import ERROR, RULES as RULES, WARNING, Findings, flags, rule
+from generator.model import (HF_CACHE_IN_CONTAINER, LAUNCHER_PATH, Cluster, ContainerOptions, FlagGroup, Mount,
+                             NodeChoiceError, Origin, Recipe, container_target)
 from generator.tomldoc import KeyPath, TomlDocument, format_key
 
-if TYPE_CHECKING:  # engineflags loads its data on import: only a lint run that checks flags pays for it
-    from generator.engineflags import Lookup, Release
-
-ERROR, WARNING = Severity.ERROR, Severity.WARNING
+LAUNCHER_DIR = posixpath.dirname(LAUNCHER_PATH)  # /opt/recipegen: the compiler's, like the cache mount
 FABRIC_ENV = re.compile(r"^(NCCL_|UCX_|GLOO_|TP_SOCKET_|OMPI_MCA_btl_tcp_if|NVSHMEM_)")
 # Formats of real tokens: Hugging Face, OpenAI-style, GitHub, GitLab, Slack, AWS access keys, JWTs; a URL carrying
 # a password (https://user:pw@host, also git+ssh://, redis://), an HTTP Authorization value (Bearer / Basic).
@@ -51,31 +51,6 @@ SECRET_FIX = ("secrets must not be written in recipes or clusters (they would la
               "the shell that deploys and list its name in `pass_env`, so Compose passes it through at `up`")
 
 
-Findings = Iterator[tuple[Origin, str | None, str]]  # (where, key, message) of each problem a rule finds
-
-
-@dataclass(frozen=True)
-class Rule:
-    id: str
-    severity: Severity
-    summary: str
-    check: Callable[[Recipe, Cluster | None], Findings]
-    needs_cluster: bool = False  # without a cluster it is skipped or checks defaults: `validate` says so
-
-
-RULES: list[Rule] = []
-
-
-Check = Callable[[Recipe, "Cluster | None"], Findings]
-
-
-def rule(rule_id: str, severity: Severity, summary: str, needs_cluster: bool = False) -> Callable[[Check], Check]:
-    def register(fn: Check) -> Check:
-        RULES.append(Rule(rule_id, severity, summary, fn, needs_cluster))
-        return fn
-    return register
-
-
 def lint_recipe(recipe: Recipe, cluster: Cluster | None) -> list[Diagnostic]:
     found = []
     child = recipe.document.shown
@@ -89,8 +64,7 @@ def lint_recipe(recipe: Recipe, cluster: Cluster | None) -> list[Diagnostic]:
     return sorted(set(found), key=lambda d: (d.file, d.line or 0, d.col or 0, d.rule or "", d.message))
 
 
-def _flags(recipe: Recipe) -> list[FlagGroup]:
-    return [g for g in recipe.flag_groups if g.flag]
+_flags = flags
 
 
 def _last(recipe: Recipe, flag: str) -> FlagGroup | None:
@@ -129,11 +103,13 @@ def _owned_env(recipe: Recipe, cluster: Cluster | None) -> Findings:
                                                              "cluster's node addresses")
 
 
-@rule("bad-json", ERROR, "a JSON-valued flag whose value does not parse")
+@rule("bad-json", ERROR, "a flag that takes JSON (the engine data says which) whose value does not parse")
 def _bad_json(recipe: Recipe, cluster: Cluster | None) -> Findings:
     for group in _flags(recipe):
         for value in group.values[:1]:
             problem = json_problem(value)
+            if problem and not lint_flags.takes_json(recipe, group):
+                continue  # looks like JSON, but the engine reads it as text (a chat template, a [name])
             if problem:
                 yield (group.args[0].origin, "args",
                        f"'{group.flag}' value is not valid JSON: {problem}: {value.strip()[:60]}"
@@ -164,7 +140,8 @@ def _pass_env(recipe: Recipe, cluster: Cluster | None) -> Findings:
                    "(or is set by the compiler): keep one")
 
 
-@rule("mount-target", ERROR, "an extra mount on /, on a path the compiler mounts, or twice on one folder")
+@rule("mount-target", ERROR, "an extra mount on /, on a path the compiler mounts or over its launcher's folder, or "
+                        "twice on one folder")
 def _mount_target(recipe: Recipe, cluster: Cluster | None) -> Findings:
     reserved = {HF_CACHE_IN_CONTAINER: "the Hugging Face cache (set hf_cache in the cluster)",
                 "/dev/shm": "shared memory (set shm_size)"}
@@ -173,6 +150,11 @@ def _mount_target(recipe: Recipe, cluster: Cluster | None) -> Findings:
         target = container_target(mount.container)
         if target == "/":
             yield mount.origin, "extra_mounts", f"'{mount.container}' is the container's root: Docker refuses it"
+        elif _overlaps(target, LAUNCHER_DIR):
+            yield (mount.origin, "extra_mounts",
+                   f"'{mount.container}' overlaps recipegen's launcher folder {LAUNCHER_DIR} (it, a folder above it "
+                   "or a file in it): the mount would hide or replace the launcher that runs setup, mods and Ray "
+                   "before the engine; mount elsewhere")
         elif target in reserved:
             yield mount.origin, "extra_mounts", f"'{mount.container}' is {reserved[target]}; mount elsewhere"
         elif target in seen:
@@ -182,6 +164,10 @@ def _mount_target(recipe: Recipe, cluster: Cluster | None) -> Findings:
                    "one folder takes one mount; keep one")
         else:
             seen[target] = mount
+
+
+def _overlaps(target: str, folder: str) -> bool:
+    return target == folder or folder.startswith(target.rstrip("/") + "/") or target.startswith(folder + "/")
 
 
 @rule("container-user", ERROR, "a non-root container_user that mods cannot run as: a user name, or an empty mod file")
@@ -381,33 +367,11 @@ def _shell_literal(recipe: Recipe, cluster: Cluster | None) -> Findings:
                                        "as written, or write the value it stands for")
 
 
-# The entrypoints whose flags are the engine's server flags; any other entrypoint (a wrapper script) is not checked.
-ENGINE_SERVERS = {"vllm": ("vllm serve", "vllm.entrypoints.openai.api_server"),
-                  "sglang": ("sglang.launch_server", "sglang serve")}
-
-
-def _engine_flag_groups(recipe: Recipe) -> tuple[Release | None, list[tuple[FlagGroup, Lookup]]]:
-    """(release, [(group, lookup)]) for the recipe's non-owned flags, or (None, []) when there is nothing to check.
-
-    engineflags (and its data file) is imported here, on first use: only a run that lints pays for it.
-    """
-    from generator import engineflags
-
-    command = " ".join(recipe.entrypoint)
-    if not any(server in command for server in ENGINE_SERVERS.get(recipe.engine, ())):
-        return None, []
-    release = engineflags.release_for_image(recipe.engine, recipe.docker_image)
-    if release is None:
-        return None, []
-    owned = OWNED_FLAGS[recipe.engine]
-    return release, [(g, engineflags.lookup(release, g.args[0].word)) for g in _flags(recipe) if g.flag not in owned]
-
-
 @rule("unknown-flag", WARNING, "a flag the engine release the image runs does not accept (did-you-mean)")
 def _unknown_flag(recipe: Recipe, cluster: Cluster | None) -> Findings:
     from generator import engineflags
 
-    release, checked = _engine_flag_groups(recipe)
+    release, checked = lint_flags.engine_flag_groups(recipe)
     if release is None:
         return
     for group, found in checked:
@@ -424,7 +388,7 @@ def _unknown_flag(recipe: Recipe, cluster: Cluster | None) -> Findings:
 def _flag_value(recipe: Recipe, cluster: Cluster | None) -> Findings:
     from generator import engineflags
 
-    release, checked = _engine_flag_groups(recipe)
+    release, checked = lint_flags.engine_flag_groups(recipe)
     if release is None:
         return
     for group, found in checked:
@@ -436,7 +400,7 @@ def _flag_value(recipe: Recipe, cluster: Cluster | None) -> Findings:
 
 
 def lint_cluster(doc: TomlDocument) -> list[Diagnostic]:
-    """Rules over a cluster file alone: secrets."""
+    """Rules over a cluster file alone: secrets, pass_env clashes, owned env and Ray flags, its ports."""
     found = []
 
     def walk(value: Any, path: KeyPath) -> None:
@@ -474,6 +438,7 @@ def lint_cluster(doc: TomlDocument) -> list[Diagnostic]:
                                                             "nodes' addresses; this value is not used",
                                             at_value=False, rule="owned-env", severity=WARNING))
     found += _cluster_ray_flags(doc)
+    found += lint_ports.cluster_port_findings(doc)
     return found
 
 

@@ -21,6 +21,10 @@ RECIPE_ID = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
 ENGINE_DEFAULT_ENTRYPOINT = {"vllm": ("vllm", "serve"), "sglang": ("python3", "-m", "sglang.launch_server")}
 ENGINE_DEFAULT_PORT = {"vllm": 8000, "sglang": 30000}
 HF_CACHE_IN_CONTAINER = "/root/.cache/huggingface"
+# Where recipegen's own files land in the engine container: the launcher and the mods (the planner writes them
+# there, the lint rule mount-target keeps mounts off the launcher's folder).
+LAUNCHER_PATH = "/opt/recipegen/launch.sh"
+MODS_DIR = "/workspace/mods"  # where eugr and sparkrun put them: mods may rely on it
 
 
 def container_target(path: str) -> str:
@@ -61,6 +65,7 @@ class Mod:
     source: str  # the folder as the recipe names it
     files: tuple[ModFile, ...]
     origin: Origin
+    folder: Path | None = None  # where it was found (the lint rule outside-project checks it)
 
 
 _DECIMAL = re.compile("[0-9]+")

@@ -42,7 +42,8 @@ def load_mods(doc: TomlDocument, layer: str, refs: list[str], project_mods: Path
             raise fail(f"mod '{ref}' has the same folder name as mods[{names[name]}]: both would land in "
                        f"the container's mods folder as '{name}'")
         names[name] = i
-        mods.append(Mod(name, ref, _read_files(folder, fail), doc.origin(layer, ("mods", i), value=True)))
+        mods.append(Mod(name, ref, _read_files(folder, fail), doc.origin(layer, ("mods", i), value=True),
+                        folder))
     return tuple(mods)
 
 

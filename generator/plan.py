@@ -12,11 +12,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
 
+from generator.buildcontext import find_build_context
 from generator.diagnostics import RecipegenError
 from generator.engines import (OWNED_ENV, draft_models, flag_value, rank_command, rank_env, serve_port,
                                served_model_name)
 from generator.model import (COMPILER, CONTAINER_KEYS, DEFAULT, HF_CACHE_IN_CONTAINER, RECIPE_SCALARS, Arg, Cluster,
                              ContainerOptions, Node, NodeChoiceError, Origin, Recipe, Ulimits)
+from generator.model import LAUNCHER_PATH as LAUNCHER_PATH, MODS_DIR as MODS_DIR  # the plan's vocabulary too
 from generator.units import duration_ns, size_bytes
 
 LABEL_PREFIX = "dev.recipegen"
@@ -24,9 +26,6 @@ ENGINE_SERVICE = "engine"  # the one service of every per-node compose file (tem
 SWARM_NODE_LABEL = "recipegen.node"  # the Swarm node label `placement` pins a rank with
 GPU_RESOURCE_KIND = "NVIDIA_GPU"  # the Swarm generic resource a rank reserves (templates/stack.yaml.j2)
 RESTART_ATTEMPTS = 3  # a rank whose peers are gone must not restart forever
-# Where recipegen's own files land in the engine container: the launcher and the mods.
-LAUNCHER_PATH = "/opt/recipegen/launch.sh"
-MODS_DIR = "/workspace/mods"  # where eugr and sparkrun put them: mods may rely on it
 # vLLM's Ray executor copies the driver's (head's) variables to every worker except the names this file lists
 # (vllm/ray/ray_env.py: RAY_NON_CARRY_OVER_ENV_VARS, read from VLLM_CONFIG_ROOT).
 NON_CARRY_OVER_FILE = "ray_non_carry_over_env_vars.json"
@@ -379,21 +378,12 @@ def _user_env(recipe: Recipe, cluster: Cluster, container: ContainerOptions) -> 
 
 
 def _build_context(recipe: Recipe, root: Path, compose_dir: Path) -> str | None:
-    """`docker_image_dir` names a build context: beside the recipe, under images/, or at the project root."""
-    if not recipe.docker_image_dir:
+    """The build context relative to the compose file's folder. The lint rules `build-context`, `build-settings`
+    and `outside-project` said already why a context is missing, unusable or outside the project."""
+    found = find_build_context(recipe, root)
+    if found is None or found.folder is None or not found.usable:
         return None
-    base = recipe.image_dir_base
-    for candidate in (base / recipe.docker_image_dir, root / "images" / recipe.docker_image_dir,
-                      root / recipe.docker_image_dir):
-        if (candidate / "Dockerfile").is_file():
-            if not candidate.resolve().is_relative_to(root.resolve()):
-                # The relative path in out/ would depend on where each clone sits, and no other clone has it.
-                raise RecipegenError(recipe.document.diagnostic(
-                    ("docker_image_dir",), f"{candidate.resolve()} is outside the project: committed stacks "
-                    "must build from the repository on every machine; move the build context into the project "
-                    "(e.g. images/)"))
-            return _relative(candidate.resolve(), compose_dir.resolve())
-    return None
+    return _relative(found.folder.resolve(), compose_dir.resolve())
 
 
 def _relative(target: Path, start: Path) -> str:

@@ -20,6 +20,11 @@ class Project:
         return cls._around(start or Path.cwd()) or cls((start or Path.cwd()).resolve())
 
     @classmethod
+    def around(cls, start: Path) -> "Project | None":
+        """The project holding `start` (a file or folder): the nearest folder with recipes/ or cluster.toml."""
+        return cls._around(start)
+
+    @classmethod
     def _around(cls, start: Path) -> "Project | None":
         folder = start.resolve()
         if not folder.is_dir():

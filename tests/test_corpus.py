@@ -573,7 +573,8 @@ EDITOR_BLIND = {"clusters/duplicate-node-name": "a rule across nodes; a JSON Sch
                 "recipes/mount-targets-normalised": "lint rule mount-target: paths compared after normalising",
                 "clusters/pass-env-clashes": "lint: names compared with the env tables and the compiler's",
                 "recipes/secret-new-places": "lint rule secret: token shapes and secret names, and a mod's files",
-                "clusters/owned-ray-flags": "lint rule owned-flag: ray_args are shell words, split before checking"}
+                "clusters/owned-ray-flags": "lint rule owned-flag: ray_args are shell words, split before checking",
+                "clusters/port-collision": "lint rule port-collision: two keys compared, defaults included"}
 # taplo reads TOML into JSON values: 2.0 is then an integer (draft-07) and a date a string; tombi keeps TOML's types.
 TOOL_BLIND = {"taplo": {"recipes/type-float-integers": "2.0 is an integer to a JSON Schema",
                         "recipes/type-toml-dates": "taplo hands dates to the schema as strings",

@@ -469,3 +469,23 @@ def test_only_linting_loads_the_flag_data():
     code = "import sys, generator.cli, generator.lint; print('generator.engineflags' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
     assert out.stdout.strip() == "False"
+
+
+@pytest.mark.parametrize("kinds, expected", [
+    ({"dict", "other"}, "json_or_str"),  # hf_overrides: dict | Callable -> union_dict_and_str
+    ({"dict", "str", "None"}, "json_or_str"),  # additional_config: dict | str
+    ({"dict"}, "json"),  # a plain dict: json.loads
+    ({"dict", "None"}, "json"),
+])
+def test_vllm_dict_unions_are_json_only_when_braced(kinds, expected):
+    """vLLM's _compute_kwargs gives a dict in a union with a string or a class `union_dict_and_str`, which reads
+    the value as JSON only when it is `{...}`: the data says so, and bad-json judges only such values."""
+    kw = extract.vllm_field_kwargs({extract.Atom(k) for k in kinds}, lenient=False, optional_bool_str=False)
+    assert kw["type"] == expected
+
+
+def test_the_shipped_data_knows_the_braced_json_flags():
+    release = Release("vllm", "0.34.0", True, "")
+    assert lookup(release, "--hf-overrides").spec.type == "json_or_str"
+    assert lookup(release, "--speculative-config").spec.type == "json"
+    assert lookup(release, "--chat-template").spec.type == "str"

@@ -103,6 +103,19 @@ CASES = [
     Bad("flag-value", ERROR, 11, "args", ("'--max-num-seqs' takes an integer, not '6.5'", "vllm 0.34.0"), col=5),
     Bad("engine-release", WARNING, 3, "docker_image", ("vllm 0.11.0 has no --nnodes", "it is in 0.31.0 and later",
                                                        "distributed_backend = 'ray'"), col=1),
+    Bad("flag-arity", ERROR, 8, "args", ("'--max-model-len' takes a value, but none follows it",
+                                         "'--max-num-seqs' is a flag", "vllm 0.34.0"), col=9),
+    Bad("port-collision", ERROR, 8, "args", ("--port 29501", "master_port", "only one of them can bind"), col=9),
+    Bad("model-mount", WARNING, 4, "model", ("'/data/qwen3-32b'", "no mount reaches", "/models",
+                                             "/root/.cache/huggingface")),
+    Bad("outside-project", ERROR, 9, "mods", ("'../../../fixtures/outside-project/patch'", "outside the project",
+                                              "other clones"), col=9),
+    Bad("outside-project", ERROR, 9, "docker_image_dir", ("'../../../fixtures/outside-project/ctx'",
+                                                          "outside the project"), "bad-image-dir"),
+    Bad("build-context", ERROR, 9, "docker_image_dir", ("ctx holds no Dockerfile", "Docker refuses to build it")),
+    Bad("build-settings", WARNING, 10, "build_args", ("without `docker_image_dir` builds nothing",
+                                                      "the image is pulled")),
+    Bad("stack-argument", ERROR, 9, "setup", ("node node1's launcher", "above Linux's 128 KiB per argument")),
 ]
 RULE_IDS = [r.id for r in RULES]
 
@@ -473,7 +486,7 @@ QUOTING_HINT = "wrap it in single quotes inside the string"
     ('    "--compilation-config", "{\\"level\\":3}",\n', "1 word without its double quotes"),
     ('    "--speculative-config={\\"method\\": \\"mtp\\"}",\n', "2 words"),
     ('    "--override-generation-config", "{\\"temperature\\": 0.6,}",\n', "2 words"),
-    ('    "--hf-overrides", "[\\"a\\", \\"b\\"]",\n', "2 words"),
+    ('    "--hf-overrides", "{\\"max_position_embeddings\\": 4096}",\n', "2 words"),  # vLLM: JSON when {...}
 ])
 def test_unquoted_json_hints_at_shell_quotes(tmp_path, args, became):
     result = validate(tmp_recipe(tmp_path, args))

@@ -18,7 +18,8 @@ How a flag is found (static `ast` reading, mirroring what the engine does at run
   whose type rules (`_compute_kwargs` in vllm/engine/arg_utils.py) are reproduced on the field's annotation:
   a dataclass is JSON, bool a BooleanOptionalAction (`--x` and `--no-x`, and since 0.33 `--enable-x` /
   `--disable-x` pairs), Literal choices (a plain string when `str` is in the union), list/tuple nargs '+', int,
-  float, dict JSON. Fields that `_compute_kwargs` special-cases by name (human-readable ints, `auto`) are
+  float, dict JSON, a dict in a union with a string or a class `json_or_str` (`union_dict_and_str`: JSON when the
+  value is `{...}`, else the string). Fields that `_compute_kwargs` special-cases by name (human-readable ints, `auto`) are
   recorded as strings, never guessed. The FlexibleArgumentParser accepts `_` for `-` in names and dotted JSON keys
   (`--compilation-config.mode 3`).
 - SGLang: `ServerArgs.add_cli_args` in python/sglang/srt/server_args.py: its `add_argument` calls (older
@@ -188,7 +189,7 @@ class Flag:
     """One option as argparse sees it: every spelling, and how its value parses."""
 
     names: list[str]
-    type: str = "any"  # bool | int | float | str | json | choice | any (a custom parser: values never judged)
+    type: str = "any"  # bool | int | float | str | json | json_or_str | choice | any (a custom parser: never judged)
     choices: list[Any] | None = None
     nargs: str | int | None = None
     optional: bool = False  # the value "None" (or "") parses as None
@@ -439,7 +440,7 @@ def vllm_field_kwargs(atoms: set[Atom], lenient: bool, optional_bool_str: bool) 
     elif "float" in kinds:
         kw["type"] = "float"
     elif "dict" in kinds and kinds & {"str", "other"}:
-        kw["type"] = "str"
+        kw["type"] = "json_or_str"  # union_dict_and_str: JSON when the value is {...}, else the string itself
     elif "dict" in kinds:
         kw["type"] = "json"
     else:

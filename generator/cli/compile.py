@@ -145,7 +145,8 @@ _KIND = {"symlink": "a symlink where recipegen writes a file", "stray": "an empt
 @cluster_option
 @click.option("--strict", is_flag=True, help="Warnings fail too.")
 def validate(files: tuple[Path, ...], cluster_path: Path | None, strict: bool) -> None:
-    """Check recipes and cluster files against the schemas and the lint rules (none = the whole project)."""
+    """Check recipes and cluster files against the schemas and the lint rules `build` runs, so what passes here
+    builds (none = the whole project)."""
     from generator.validate import validate_paths
 
     findings = validate_paths(list(files), cluster_path)

@@ -1,0 +1,68 @@
+"""Lint rules over what recipegen's launcher carries: the Swarm stack passes each node's launcher, with the mods'
+files and the setup commands in it, as one `sh -c` argument, and Linux refuses one argument longer than 32 pages
+(MAX_ARG_STRLEN, 128 KiB): the task could not start. The size is known only once the launcher is rendered, which
+needs the plan (a cluster) and Jinja: a recipe whose mods and setup are far below the limit is not rendered."""
+
+from __future__ import annotations
+
+from generator.diagnostics import RecipegenError
+from generator.lint_registry import ERROR, Findings, rule
+from generator.model import MODS_DIR, Cluster, Recipe
+
+MAX_INLINE_LAUNCHER = 128 * 1024 - 1
+# Below this bound the launcher cannot reach the limit, so no rendering is needed: its own text (templates/
+# launch.sh.j2, under 8 KiB), plus what the recipe carries (a setup command is written twice: echoed, then run),
+# each byte at most 5 after shell quoting (shlex.quote writes a ' as '"'"').
+_TEMPLATE_BYTES = 8 * 1024
+_QUOTED = 5
+
+
+_PER_MOD = 256  # the lines that run one mod
+_PER_FILE = 64  # the fixed words of the line that writes one file (its path is counted apart)
+
+
+def _carried(recipe: Recipe) -> int:
+    """The bytes the recipe puts into the launcher, before quoting: each file's text, its comment and its path
+    (written four times: mkdir, printf, chmod and the comment), each mod's run lines, and the setup commands."""
+    files = sum(len(f.text.encode("utf-8")) + len(m.source.encode("utf-8")) + _PER_FILE
+                + 4 * len(f"{MODS_DIR}/{m.name}/{f.path}") for m in recipe.mods for f in m.files)
+    return (files + _PER_MOD * len(recipe.mods)
+            + 2 * sum(len(s.word.encode("utf-8")) for s in recipe.setup))
+
+
+def could_exceed(recipe: Recipe) -> bool:
+    return _TEMPLATE_BYTES + _QUOTED * _carried(recipe) > MAX_INLINE_LAUNCHER
+
+
+def launcher_sizes(recipe: Recipe, cluster: Cluster) -> list[tuple[str, int]]:
+    """(node name, bytes) of each node's stack launcher, rendered as `build` renders it."""
+    from generator.plan import plan_recipe
+    from generator.render import render_launcher
+
+    plan = plan_recipe(recipe, cluster, recipe.path.parent, recipe.path.parent / "out")  # paths: not in launchers
+    sizes = []
+    for node in plan.nodes:
+        text = render_launcher(node, inline_files=True)
+        sizes.append((node.node.name, len(text.encode("utf-8")) if text else 0))
+    return sizes
+
+
+@rule("stack-argument", ERROR, "a node's Swarm launcher (setup, mods' files) above Linux's 128 KiB per argument",
+      needs_cluster=True)
+def _stack_argument(recipe: Recipe, cluster: Cluster | None) -> Findings:
+    if cluster is None or not could_exceed(recipe) or any(doc.dropped for doc in recipe.documents):
+        return  # no plan to render (a recipe with invalid keys dropped is no ground to plan on)
+    try:
+        sizes = launcher_sizes(recipe, cluster)
+    except RecipegenError:  # a plan that cannot be made is another rule's finding (too-many-nodes ...)
+        return
+    key = "mods" if "mods" in recipe.origins else "setup"
+    for name, size in sizes:
+        if size > MAX_INLINE_LAUNCHER:
+            yield (recipe.origins[key], key,
+                   f"the Swarm stack carries node {name}'s launcher with its setup and mod files as one `sh -c` "
+                   f"argument of {size // 1024} KiB, above Linux's 128 KiB per argument: the task could not start; "
+                   "put the large files in the image (docker_image_dir)")
+            return
+
+

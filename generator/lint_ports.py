@@ -1,0 +1,84 @@
+"""Lint rules over the TCP ports a recipe's containers listen on. Every rank runs on the host network, so two
+listeners given one port on a node cannot both bind: the second fails at boot (vLLM: "Address already in use"),
+often minutes in, after the weights loaded. The ports in play on the head node: the engine's API port (`--port`,
+else the engine's default), the Ray head's port (`ray_port`), the rendezvous port (`master_port`: vLLM's
+`--master-port`, SGLang's `--dist-init-addr` port) and the transfer helpers' port (`transfer_port`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from generator.diagnostics import Diagnostic
+from generator.lint_registry import ERROR, Findings, rule
+from generator.model import ENGINE_DEFAULT_PORT, Cluster, Origin, Recipe
+from generator.schemas import schema
+from generator.tomldoc import TomlDocument
+
+CLUSTER_PORTS = {"master_port": "the ranks' rendezvous: vLLM's --master-port, SGLang's --dist-init-addr port",
+                 "ray_port": "the Ray head's port",
+                 "transfer_port": "where `recipegen models` / `images` helpers listen"}
+RENDEZVOUS = {"vllm": "vLLM's --master-port rendezvous", "sglang": "SGLang's --dist-init-addr port"}
+
+
+@dataclass(frozen=True)
+class Listener:
+    port: int
+    key: str  # how the recipe or cluster names it
+    what: str
+
+
+def _api_port(recipe: Recipe) -> tuple[int, Origin, str] | None:
+    """The engine's API port, where it was given (`--port`, else the engine's default, at `engine`)."""
+    given = None
+    for group in recipe.flag_groups:
+        if group.flag == "--port" and group.values:
+            given = group
+    if given is None:
+        return ENGINE_DEFAULT_PORT[recipe.engine], recipe.origins.get("engine", recipe.document.origin("recipe", ())), \
+            "engine"
+    value = given.values[0]
+    return (int(value), given.args[0].origin, "args") if value.isdigit() else None  # flag-value judges the rest
+
+
+def head_listeners(recipe: Recipe, cluster: Cluster) -> list[Listener]:
+    """The cluster's ports the recipe's head node listens on besides its API port."""
+    multi = recipe.required_nodes > 1
+    found = [Listener(cluster.transfer_port, "transfer_port", CLUSTER_PORTS["transfer_port"])]
+    if multi and recipe.engine == "vllm" and recipe.distributed_backend == "ray":
+        found.append(Listener(cluster.ray_port, "ray_port", CLUSTER_PORTS["ray_port"]))
+    elif multi:
+        found.append(Listener(cluster.master_port, "master_port", RENDEZVOUS[recipe.engine]))
+    return found
+
+
+@rule("port-collision", ERROR, "two listeners given one port on a node's host network (API, Ray head, rendezvous, "
+                               "transfer)", needs_cluster=True)
+def _port_collision(recipe: Recipe, cluster: Cluster | None) -> Findings:
+    api = _api_port(recipe)
+    if cluster is None or api is None:
+        return
+    port, origin, key = api
+    for other in head_listeners(recipe, cluster):
+        if other.port == port:
+            named = f"--port {port}" if key == "args" else f"{recipe.engine}'s default API port {port}"
+            yield (origin, key, f"{named} is also the cluster's {other.key} ({other.what}): on the head's host "
+                                "network only one of them can bind, the other fails at boot; change one")
+
+
+def cluster_port_findings(doc: TomlDocument) -> list[Diagnostic]:
+    """A cluster giving two of its ports one number: whichever recipe uses both cannot start."""
+    props = schema("cluster")["properties"]
+    ports = {key: doc.data.get(key, props[key].get("default")) for key in CLUSTER_PORTS}
+    found = []
+    keys = list(CLUSTER_PORTS)
+    for i, first in enumerate(keys):
+        for second in keys[i + 1:]:
+            if ports[first] != ports[second] or not isinstance(ports[first], int):
+                continue
+            at = second if second in doc.data else first  # a key the file writes (both defaults never clash)
+            other = first if at == second else second
+            found.append(doc.diagnostic((at,), f"{at} {ports[at]} is also {other} ({CLUSTER_PORTS[other]}): "
+                                               "on a node's host network only one of them can bind; give each its "
+                                               "own port", rule="port-collision"))
+    return found

@@ -1,0 +1,46 @@
+"""The lint rule registry: what a rule is and the list every rule module adds itself to.
+
+Rules live in modules grouped by what they protect (lint.py: flags, env, secrets; lint_paths.py: build contexts
+and paths; lint_ports.py: ports on the host network; lint_mounts.py: mounts and the model's path ...); each
+module registers its rules with `@rule` on import, and lint.py imports them all, so `validate` and `build` run
+the same list.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Iterator
+
+from generator.diagnostics import Severity
+from generator.model import Cluster, FlagGroup, Origin, Recipe
+
+ERROR, WARNING = Severity.ERROR, Severity.WARNING
+
+Findings = Iterator[tuple[Origin, str | None, str]]  # (where, key, message) of each problem a rule finds
+
+
+@dataclass(frozen=True)
+class Rule:
+    id: str
+    severity: Severity
+    summary: str
+    check: Callable[[Recipe, Cluster | None], Findings]
+    needs_cluster: bool = False  # without a cluster it is skipped or checks defaults: `validate` says so
+
+
+RULES: list[Rule] = []
+
+
+Check = Callable[[Recipe, "Cluster | None"], Findings]
+
+
+def rule(rule_id: str, severity: Severity, summary: str, needs_cluster: bool = False) -> Callable[[Check], Check]:
+    def register(fn: Check) -> Check:
+        RULES.append(Rule(rule_id, severity, summary, fn, needs_cluster))
+        return fn
+    return register
+
+
+def flags(recipe: Recipe) -> list[FlagGroup]:
+    """The recipe's `args` grouped by flag, without the words before the first flag."""
+    return [g for g in recipe.flag_groups if g.flag]
