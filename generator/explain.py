@@ -24,11 +24,11 @@ def explain(plan: RecipePlan, node_name: str | None = None) -> list[tuple[str, l
     chain = " <- ".join(d.shown for d in recipe.documents)
     resolved = [Line(f"{key} = {_show(getattr(recipe, key))}", recipe.origins.get(key)) for key in RECIPE_SCALARS
                 if getattr(recipe, key) is not None]
-    resolved += [Line(f"mount {m.host} -> {m.container}{' (ro)' if m.read_only else ''}", m.origin)
+    resolved += [Line(f"mount {_quote(m.host)} -> {_quote(m.container)}{' (ro)' if m.read_only else ''}", m.origin)
                  for m in recipe.mounts]
     resolved += [Line(f"{key} = {_show(value)}", recipe.origins.get(key)) for key, value in recipe.container.items()]
     resolved += [Line(f"setup = {_show(step.word)}", step.origin) for step in recipe.setup]
-    resolved += [Line(f"mod {mod.source} ({len(mod.files)} files)", mod.origin) for mod in recipe.mods]
+    resolved += [Line(f"mod {_quote(str(mod.source))} ({len(mod.files)} files)", mod.origin) for mod in recipe.mods]
     if recipe.ray_args:
         resolved.append(Line(f"ray_args = {_show(tuple(a.word for a in recipe.ray_args))}", recipe.origins.get("ray_args")))
     resolved += [Line(f"build_args.{name} = {_show(value)}", recipe.origins.get("build_args"))
@@ -60,15 +60,17 @@ def _node_section(plan: RecipePlan, node: NodePlan) -> tuple[str, list[Line]]:
     lines += [Line(f"  {name}", None, "passed from the deploying shell (pass_env), never written out")
               for name in node.pass_env]
     lines.append(Line("volumes:"))
-    lines += [Line(f"  {v.source} -> {v.target}{' (ro)' if v.read_only else ''}", v.origin) for v in node.volumes]
+    lines += [Line(f"  {_quote(v.source)} -> {_quote(v.target)}{' (ro)' if v.read_only else ''}", v.origin)
+              for v in node.volumes]
     return title, lines
 
 
 def _launch_lines(node: NodePlan, launch: Launch) -> list[Line]:
     """What the launcher runs before the command above, in order."""
     lines = [Line("before the command (the launcher, in order):")]
-    lines += [Line(f"  setup: {step.word}", step.origin) for step in launch.setup]
-    lines += [Line(f"  mod {mod.name}: cd {mod.directory} && ./run.sh", mod.origin) for mod in launch.mods]
+    lines += [Line(f"  setup: {_show(step.word)}", step.origin) for step in launch.setup]
+    lines += [Line(f"  mod {_quote(mod.name)}: cd {_quote(mod.directory)} && ./run.sh", mod.origin)
+              for mod in launch.mods]
     if launch.ray_head is not None:
         lines.append(Line("  " + " ".join(_quote(w) for w in launch.ray_head.start), None, "compiler (Ray head)"))
         workers = ", ".join(f"{name} ({address})" for name, address in launch.ray_head.workers)
@@ -78,18 +80,39 @@ def _launch_lines(node: NodePlan, launch: Launch) -> list[Line]:
         worker = launch.ray_worker
         lines.append(Line(f"  wait up to {worker.join_timeout_s}s for the Ray head at {worker.head_host}:"
                           f"{worker.head_port}, retrying the command until then", None, "compiler (Ray worker)"))
-    lines += [Line(f"  file {f.path}", None, f.about) for f in node.files]
+    lines += [Line(f"  file {_quote(f.path)}", None, f.about) for f in node.files]
     return lines
 
 
+# Byte for byte: a value is shown so that it reads back as exactly the bytes the container gets. Characters a
+# terminal would act on or hide (control characters, ESC sequences, which click also strips from a pipe, line and
+# paragraph separators, zero-width and non-breaking spaces: whatever str.isprintable() refuses) are escaped.
+_TOML_ESCAPES = {"\\": "\\\\", '"': '\\"', "\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f", "\r": "\\r"}
+_BASH_ESCAPES = {"\\": "\\\\", "'": "\\'", "\a": "\\a", "\b": "\\b", "\t": "\\t", "\n": "\\n", "\v": "\\v",
+                 "\f": "\\f", "\r": "\\r", "\x1b": "\\e"}
+
+
+def _code_point(ch: str) -> str:
+    return f"\\u{ord(ch):04X}" if ord(ch) <= 0xFFFF else f"\\U{ord(ch):08X}"
+
+
 def _show(value: object) -> str:
-    """A value as TOML writes it."""
+    """A value as TOML writes it: a string in a basic string, non-printable characters escaped."""
     if isinstance(value, tuple):
         return "[" + ", ".join(map(_show, value)) + "]"
-    return json.dumps(value, ensure_ascii=False) if isinstance(value, str) else str(value)
+    if not isinstance(value, str):
+        return str(value)
+    return '"' + "".join(_TOML_ESCAPES.get(ch) or (ch if ch.isprintable() else _code_point(ch)) for ch in value) + '"'
 
 
 def _quote(word: str) -> str:
+    """A word as a shell reads it back: sh quoting when every character is printable, else bash's `$'...'`."""
     import shlex
 
-    return shlex.quote(word)
+    if word.isprintable():
+        return shlex.quote(word)
+    return "$'" + "".join(_BASH_ESCAPES.get(ch) or (ch if ch.isprintable() else _bash_code(ch)) for ch in word) + "'"
+
+
+def _bash_code(ch: str) -> str:
+    return f"\\x{ord(ch):02X}" if ord(ch) < 0x80 else _code_point(ch)

@@ -240,6 +240,7 @@ def _plan_node(recipe: Recipe, cluster: Cluster, chosen: tuple[Node, ...], rank:
     volumes += [Volume(node.expand_home(m.host), m.container, m.read_only, m.origin) for m in recipe.mounts]
     labels = (
         (f"{LABEL_PREFIX}.recipe", recipe.id),
+        (f"{LABEL_PREFIX}.name", recipe.name),  # the display name: `recipegen ps`, `docker ps --format`
         (f"{LABEL_PREFIX}.cluster", cluster.name),
         (f"{LABEL_PREFIX}.node", node.name),
         (f"{LABEL_PREFIX}.rank", str(rank)),

@@ -189,8 +189,13 @@ def render_launcher(node: NodePlan, inline_files: bool) -> str | None:
 
 
 def render_node(plan: RecipePlan, rank: int) -> str:
+    from generator.versions import header_line, needs_of
+
     node = plan.nodes[rank]
-    return render("compose.yaml.j2", plan=plan, node=node, launcher=render_launcher(node, inline_files=False))
+    launcher = render_launcher(node, inline_files=False)
+    # The same test as the template's `configs:` (Compose copies no empty config: those are not shipped).
+    needs = needs_of(bool(launcher) or any(f.text for f in node.files), node.gpu)
+    return render("compose.yaml.j2", plan=plan, node=node, launcher=launcher, needs=header_line(needs))
 
 
 def render_stack(plan: RecipePlan) -> str:

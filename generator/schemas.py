@@ -15,7 +15,8 @@ from typing import Any, Iterable, Iterator
 from generator.diagnostics import Diagnostic
 from generator.resources import read_data
 from generator.tomldoc import KeyPath, TomlDocument, format_key
-from generator.units import duration_fits, size_fits
+from generator.units import (DURATION_SHAPE, SIZE_SHAPE, duration_ns, duration_ok, log_size_ok, size_bytes,
+                             size_overflows, start_period_ok)
 
 SCHEMA_NAMES = ("recipe", "cluster")
 
@@ -30,14 +31,26 @@ def schema(kind: str) -> dict[str, Any]:
     return loaded
 
 
-# Formats the schemas name for what a pattern cannot say: the value must fit where Docker puts it (int64).
-# Editors ignore formats they do not know; the pattern beside each gives them the shape.
+# Formats the schemas name for what a pattern cannot say: the value must be one Docker reads (generator/units.py
+# reproduces its parsers). Editors ignore formats they do not know; where a pattern can give the shape, it does.
+# A value of the wrong shape is the pattern's to report (one message per value), so those formats pass it.
 FORMATS = {
-    "docker-size": lambda value: not isinstance(value, str) or size_fits(value),
-    "go-duration": lambda value: not isinstance(value, str) or duration_fits(value),
+    "docker-size": lambda value: not isinstance(value, str) or not SIZE_SHAPE.fullmatch(value)
+    or size_bytes(value) is not None,
+    "docker-log-size": lambda value: not isinstance(value, str) or log_size_ok(value),
+    "go-duration": lambda value: not isinstance(value, str) or not DURATION_SHAPE.fullmatch(value)
+    or duration_ok(value),
+    "docker-start-period": lambda value: not isinstance(value, str) or not DURATION_SHAPE.fullmatch(value)
+    or start_period_ok(value),
 }
-_FORMAT_WORDS = {"docker-size": "is larger than Docker can hold (int64 bytes)",
-                 "go-duration": "is not a Go duration that fits in int64 nanoseconds"}
+_FORMAT_WORDS = {
+    "docker-size": "is not valid here: not a size Docker reads (a number and an optional unit: `32g`, `32gb`, "
+                   "`32GiB`, `32 GB`), or beyond int64 bytes",
+    "docker-log-size": "is not valid here: not a log size dockerd reads (more than 0: `100m`, `100M`, `1.5g`, `100MB`)",
+    "go-duration": "is not a Go duration that fits in int64 nanoseconds",
+    "docker-start-period": "is not valid here: not a start period dockerd takes (a Go duration, `0` or at least 1ms: "
+                           "`30m`, `1h`)",
+}
 
 
 @cache
@@ -216,6 +229,10 @@ def _message(validator: str, value: Any, sub: dict[str, Any], error: Any) -> str
         elif isinstance(value, float) and value.is_integer() and want == "integer":
             hint = f": write {int(value)}"
         return f"expected {' or '.join(_TYPE_NAMES.get(w, w) for w in wants)}, got {got}{hint}"
+    if validator == "format" and sub.get("format") == "docker-size" and size_overflows(str(value)):
+        return f"{shown} is larger than Docker can hold (int64 bytes)"
+    if validator == "format" and sub.get("format") == "docker-start-period" and duration_ns(str(value)) is None:
+        return f"{shown} {_FORMAT_WORDS['go-duration']}"
     if validator == "format" and sub.get("format") in _FORMAT_WORDS:
         return f"{shown} {_FORMAT_WORDS[sub['format']]}"
     if validator == "enum":

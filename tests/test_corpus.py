@@ -149,11 +149,10 @@ def run_inprocess(*args: str) -> Run:
     return Run(result.exit_code, result.stdout, result.stderr, crash)
 
 
-def run_subprocess(*args: str, as_user: list[str] | None = None, env: dict[str, str] | None = None) -> Run:
-    """The package under test (not whatever `recipegen` is first on PATH), in a process of its own; `as_user` is
-    a command prefix that drops privileges (setpriv)."""
-    cmd = [*(as_user or []), sys.executable, "-m", "generator", *args]
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=60, env=env)
+def run_subprocess(*args: str) -> Run:
+    """The package under test (not whatever `recipegen` is first on PATH), in a process of its own."""
+    cmd = [sys.executable, "-m", "generator", *args]
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=60)
     return Run(proc.returncode, proc.stdout, proc.stderr)
 
 
@@ -397,41 +396,6 @@ def test_symlink_loop(tmp_path: Path, request: pytest.FixtureRequest) -> None:
     _one_error_naming(run, f"recipegen validate {path}", str(path))
 
 
-CI_USER = "recipegen-ci"  # .ci/run creates it; without it, root drops to nobody (65534)
-
-
-def _unprivileged() -> list[str] | None:
-    """As root, chmod 000 stops nothing: the permission case runs in a subprocess as an unprivileged user
-    (setpriv), so CI (which runs as root) has no skip. None: already unprivileged, run in process."""
-    if os.geteuid() != 0:
-        return None
-    import pwd
-
-    try:
-        entry = pwd.getpwnam(CI_USER)
-        uid, gid = entry.pw_uid, entry.pw_gid
-    except KeyError:
-        uid = gid = 65534
-    setpriv = shutil.which("setpriv")
-    if setpriv is None:
-        reason = "running as root without setpriv (util-linux): cannot drop privileges for the permission case"
-        if os.environ.get("CI"):
-            pytest.fail(reason)
-        print(f"SKIP test_permission_denied: {reason}")
-        pytest.skip(reason)
-    command = [setpriv, f"--reuid={uid}", f"--regid={gid}", "--clear-groups"]
-    probe = subprocess.run([*command, sys.executable, "-c", "import click, generator.cli"], capture_output=True,
-                           text=True, cwd=ROOT)
-    if probe.returncode != 0:
-        reason = (f"user {uid} cannot import recipegen with {sys.executable} (a parent folder it cannot pass "
-                  f"through? .ci/run opens them): {probe.stderr.strip().splitlines()[-1:]}")
-        if os.environ.get("CI"):
-            pytest.fail(reason)
-        print(f"SKIP test_permission_denied: {reason}")
-        pytest.skip(reason)
-    return command
-
-
 @pytest.mark.parametrize("name, command", [
     ("recipe.toml", ["validate", "{}"]),
     ("cluster.toml", ["validate", "{}"]),
@@ -439,9 +403,13 @@ def _unprivileged() -> list[str] | None:
     ("cluster.toml", ["build", "--check", "--cluster", "{}"]),
 ], ids=["recipe", "cluster", "validate--cluster", "build--cluster"])
 def test_permission_denied(name: str, command: list[str]) -> None:
+    """As root, chmod 000 stops nothing: the case runs as an unprivileged user (setpriv), so CI (which runs as
+    root) has no skip, from a copy of the project that user can reach wherever the checkout lies."""
     import tempfile
 
-    as_user = _unprivileged()
+    from unprivileged import drop_root, project_copy, run_python
+
+    as_user = drop_root("test_permission_denied")
     # Not tmp_path: pytest makes its base 0700, which another user cannot pass through.
     base = Path(tempfile.mkdtemp(prefix="recipegen-perm-"))
     try:
@@ -455,8 +423,9 @@ def test_permission_denied(name: str, command: list[str]) -> None:
         if as_user is None:
             run = run_inprocess(*args)
         else:
-            run = run_subprocess(*args, as_user=as_user,
-                                 env={**os.environ, "HOME": str(base), "PYTHONDONTWRITEBYTECODE": "1"})
+            project = project_copy(base)
+            proc = run_python(["-m", "generator", *args], as_user, project, {"HOME": str(base)})
+            run = Run(proc.returncode, proc.stdout, proc.stderr)
         err = _one_error_naming(run, f"recipegen {' '.join(args)}", str(path))
         assert "ermission" in err["rest"], err[0]
     finally:

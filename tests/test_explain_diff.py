@@ -104,6 +104,39 @@ def test_explain_recipe_env_overriding_the_cluster(tmp_path, monkeypatch):
     assert "warning[fabric-env]" in result.stderr  # and the lint says so
 
 
+# Values a terminal would act on or hide: control characters, an ESC sequence (click strips those from a pipe),
+# CR, DEL, C1, non-breaking and zero-width spaces, a line separator, a character beyond the BMP.
+HOSTILE = "x\x01y\tz\nw\r\x1b[2J\x7f\x85\u00a0\u200b\u2028'\"\\$q \U0001F600"
+
+
+def test_explain_shows_values_byte_for_byte(tmp_path, monkeypatch):
+    """Every value explain shows reads back (bash for shell words, TOML for setup) as exactly the bytes the
+    container gets: escaped, never dropped or passed raw to the terminal."""
+    import re
+    import subprocess
+    import tomllib
+
+    shutil.copy(ROOT / "cluster.toml", tmp_path / "cluster.toml")
+    recipe = tmp_path / "recipes" / "odd" / "recipe.toml"
+    recipe.parent.mkdir(parents=True)
+    text = '"' + "".join(f"\\U{ord(c):08X}" for c in HOSTILE) + '"'  # every character escaped
+    recipe.write_text('engine = "vllm"\ndocker_image = "vllm/vllm-openai:v0.11.0"\nmodel = "Qwen/Qwen3-32B"\n'
+                      f'setup = [{text}]\n[env]\nODD = {text}\n', "utf-8")
+    monkeypatch.chdir(tmp_path)
+    result = run("explain", "odd")
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    assert all(ch == "\n" or ch.isprintable() for ch in out), repr(out)
+    env = re.search(r"^ +ODD=(.+?) +# recipe", out, re.M)
+    assert env, out
+    shell = subprocess.run(["bash", "-c", f"printf %s {env[1]}"], capture_output=True, check=True).stdout
+    assert shell.decode("utf-8") == HOSTILE
+    shown = [m[1] for m in re.finditer(r"^ +setup: (.+?) +# recipe", out, re.M)]
+    shown += [m[1] for m in re.finditer(r"^ +setup = (.+?) +# recipe", out, re.M)]
+    assert len(shown) == 2, out
+    assert all(tomllib.loads(f"v = {s}")["v"] == HOSTILE for s in shown)
+
+
 def test_explain_unknown_node_is_a_usage_error(monkeypatch):
     monkeypatch.chdir(ROOT)
     result = run("explain", AGENT, "--node", "nosuch")

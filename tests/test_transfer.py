@@ -346,25 +346,21 @@ def test_scan_reports_an_unwritable_cache() -> None:
     import shutil
     import tempfile
 
+    from unprivileged import drop_root, open_to_all
+
     base = Path(tempfile.mkdtemp(prefix="recipegen-scan-"))  # not tmp_path: its 0700 base stops another user
     try:
         cache = base / "cache"
         cache.mkdir()
         cache.chmod(0o555)
         base.chmod(0o755)
-        command = [sys.executable, AGENT, "scan", str(cache), REPO]
-        if os.geteuid() == 0:
-            import pwd
-
-            try:
-                user = pwd.getpwnam("recipegen-ci")
-                uid, gid = user.pw_uid, user.pw_gid
-            except KeyError:
-                uid = gid = 65534
-            setpriv = shutil.which("setpriv")
-            assert setpriv, "setpriv (util-linux) is needed to drop root for this case"
-            command = [setpriv, f"--reuid={uid}", f"--regid={gid}", "--clear-groups", *command]
-        done = subprocess.run(command, capture_output=True, check=True)
+        # The agent runs from a copy: the unprivileged user may not reach the checkout (a clone under 0700).
+        agent = base / "agent.py"
+        shutil.copyfile(AGENT, agent)
+        open_to_all(agent)
+        command = [sys.executable, str(agent), "scan", str(cache), REPO]
+        command = [*(drop_root("test_scan_reports_an_unwritable_cache") or []), *command]
+        done = subprocess.run(command, capture_output=True, check=True, cwd=base)
         found = json.loads(done.stdout)
     finally:
         (base / "cache").chmod(0o755)

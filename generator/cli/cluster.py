@@ -127,8 +127,8 @@ def cluster_probe(contexts: tuple[str, ...], write_path: Path | None, force: boo
 @click.option("--timeout", default=60.0, show_default=True, help="Seconds each node has to answer.")
 @click.option("--no-reach", is_flag=True, help="Skip the TCP reachability test between the nodes.")
 def doctor(cluster_path: Path | None, image: str | None, timeout: float, no_reach: bool) -> None:
-    """Check the cluster file against the live nodes: contexts, fabric interfaces and addresses, subnet,
-    reachability, GPU runtime, memlock. Exit 1 when any finding is an error."""
+    """Check the cluster file against the live nodes: contexts, Engine and Compose versions, fabric interfaces
+    and addresses, subnet, reachability, GPU runtime, memlock. Exit 1 when any finding is an error."""
     from rich.markup import escape
 
     from generator.cluster.doctor import doctor as run_doctor

@@ -192,7 +192,10 @@ def compile_recipe(recipe: str, given: Inputs) -> tuple[RecipePlan, dict[str, st
 @cluster_option
 @click.option("--node", "node_name", help="Only this node.")
 def explain(recipe: str, cluster_path: Path | None, node_name: str | None) -> None:
-    """Show the resolved RECIPE and each node's exact command and environment, with where each value came from."""
+    """Show the resolved RECIPE and each node's exact command and environment, with where each value came from.
+
+    Values are byte for byte: control and invisible characters are escaped (bash $'...' in shell words, TOML
+    \\uXXXX in values), never dropped."""
     from generator.explain import explain as explain_plan
 
     plan, _, warnings = compile_recipe(recipe, inputs(cluster_path, refs=(recipe,)))

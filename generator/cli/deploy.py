@@ -85,7 +85,10 @@ def recipe_target(swarm: bool = True) -> Decorator:
 def up(recipe: str, cluster_path: Path | None, out_dir: Path | None, swarm: bool, timeout: float, keep: bool,
        sync: bool, lock_wait: float) -> None:
     """Preflight every node, start RECIPE's ranks, and wait until the head serves the model. The nodes are held
-    meanwhile: no other recipegen command changes them (see `recipegen unlock`)."""
+    meanwhile: no other recipegen command changes them (see `recipegen unlock`).
+
+    First, once: this machine's Docker Compose and each node's Engine against the versions the files' headers
+    name; an older one is one line and nothing starts."""
     from generator.deploy.actions import up_bound
 
     dep = compiled(recipe, cluster_path, out_dir)
@@ -162,7 +165,9 @@ def _report_down(result: DownResult, err: bool = False) -> None:
 @recipe_target()
 @lock_wait_option
 def down(recipe: str, cluster_path: Path | None, out_dir: Path | None, swarm: bool, lock_wait: float) -> None:
-    """Stop and remove RECIPE's containers on every node at once; returns once none is left (or says where)."""
+    """Stop and remove RECIPE's containers on every node at once; returns once none is left (or says where).
+
+    Compose must be as new as the files' headers name (it reads them to stop the project)."""
     from generator.deploy import actions
 
     dep = from_out(recipe, cluster_path, out_dir)
@@ -181,9 +186,16 @@ def ps(recipe: str, cluster_path: Path | None, out_dir: Path | None, swarm: bool
     """One table of RECIPE's ranks across nodes: node, context, container, state, health, status."""
     from generator.deploy import actions
 
+    from generator.deploy.targets import display_name
+
     dep = from_out(recipe, cluster_path, out_dir)
     result = actions.ps(dep, backend_for(dep, swarm, change=False))
-    table(dep.project, ["node", "context", "container", "state", "health", "uptime", "status"],
+    name = display_name(dep)
+    if name and name != dep.project:  # a title: printable, and no rich markup (`[b]`) taken from a recipe
+        from rich.markup import escape
+
+        name = escape("".join(ch if ch.isprintable() else "?" for ch in name))
+    table(f"{dep.project} ({name})" if name and name != dep.project else dep.project, ["node", "context", "container", "state", "health", "uptime", "status"],
           [[r.node, r.context, r.container, r.state, r.health, r.uptime, r.status] for r in result.ranks])
     for name, holder in result.held.items():
         stale = f"; looks stale: {holder.stale} (`recipegen unlock {name}` breaks it)" if holder.stale else ""

@@ -18,10 +18,12 @@ from generator.cluster.probe.facts import Interface
 from generator.cluster.probe.proposal import FABRIC_VARS
 from generator.cluster.reach import check_reach
 from generator.deploy import findings as codes
-from generator.deploy.docker import reason
+from generator.deploy.docker import DockerError, reason
 from generator.deploy.findings import Finding, Severity
+from generator.deploy.requirements import compose_finding, compose_version, engine_finding
 from generator.deploy.targets import each
 from generator.model import Cluster, Node
+from generator.versions import COMPOSE_UPGRADE, Needs, needs_of, shown
 
 OK, WARNING, ERROR = Severity.OK, Severity.WARNING, Severity.ERROR
 
@@ -186,9 +188,26 @@ def gpu_finding(cluster: Cluster, node: Node, facts: NodeFacts) -> Finding | Non
     return Finding(node.name, OK, "gpu", f"{cluster.gpu}: {shown}")
 
 
+def _compose_check(needs: Needs) -> Finding:
+    """This machine's Compose against the strictest file for this cluster: a warning when it is older (files
+    without a launcher still deploy), the reason when it cannot be read."""
+    try:
+        found = compose_version()
+    except DockerError as exc:
+        return Finding("*", WARNING, "compose", f"`docker compose` does not answer here: {exc.short}",
+                       COMPOSE_UPGRADE)
+    old = compose_finding(needs, found)
+    if old is not None:
+        return Finding("*", WARNING, "compose", old.message + " (a recipe with setup, mods or Ray does; others "
+                                                              "deploy with it)")
+    return Finding("*", OK, "compose", f"Docker Compose {shown(found) if found else '?'} here")
+
+
 def doctor(cluster: Cluster, image: str | None = None, timeout: float = 60, reach: bool = True
            ) -> list[Finding]:
     memlock = cluster.ulimits.memlock
+    strictest = needs_of(True, cluster.gpu)  # what a file for this cluster can need: one with a launcher
+    findings: list[Finding] = [_compose_check(strictest)]
 
     def look(node: Node) -> tuple[NodeFacts, list[Finding]]:
         f = gather(node.context, image=image, memlock=memlock, gpu=cluster.gpu if cluster.gpu != "none" else None,
@@ -206,10 +225,12 @@ def doctor(cluster: Cluster, image: str | None = None, timeout: float = 60, reac
         g = gpu_finding(cluster, node, f)
         if g:
             found.append(g)
+        old = engine_finding(node.name, strictest, f.engine)
+        if old:
+            found.append(old)
         return f, found + check_node(cluster, node, f)
 
     results = each(list(cluster.nodes), look)
-    findings: list[Finding] = []
     facts: dict[str, NodeFacts] = {}
     for node in cluster.nodes:
         r = results[node.name]

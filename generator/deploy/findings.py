@@ -34,6 +34,8 @@ def errors(findings: list[Finding]) -> list[Finding]:
 # --- codes --------------------------------------------------------------------------------------------------
 # This machine and the backend
 COMPOSE_MISSING = "compose-missing"
+COMPOSE_TOO_OLD = "compose-too-old"  # the files in out/ need a newer Compose (their header says which)
+ENGINE_TOO_OLD = "engine-too-old"  # a node's Engine lacks a feature its file uses
 NO_MANAGER = "swarm-no-manager"
 # A node's Docker context
 CONTEXT_MISSING = "context-missing"

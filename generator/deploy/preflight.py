@@ -13,8 +13,10 @@ from generator.deploy.docker import DockerError, Failure, Refusal, bind_source, 
 from generator.deploy.findings import Finding, Severity
 from generator.deploy.names import ENGINE_SERVICE, RECIPE_LABEL, preflight_project
 from generator.deploy.port import holder_or_reason
+from generator.deploy.requirements import engine_finding, needs_of_files
 from generator.deploy.targets import CompiledDeployment, Target, each
 from generator.model import HF_CACHE_IN_CONTAINER
+from generator.modelid import read_model
 from generator.plan import NodePlan
 
 
@@ -52,6 +54,9 @@ def _check_node(target: Target, plan: NodePlan, port: int) -> tuple[list[Finding
             add(Severity.WARNING, codes.PASS_ENV_UNSET, f"{name} (pass_env) is not set here: the engine will start "
                                                         "without it")
     try:  # the first call doubles as the "does the context answer" check
+        too_old = engine_finding(target.name, needs_of_files([target.compose_file]), target.docker.server_version())
+        if too_old:  # the trial below would fail on the feature, with the daemon's words: say the version
+            return [*out, too_old], None
         for other in _other_recipes(target, plan.recipe_id):
             add(Severity.ERROR, codes.NODE_BUSY, f"node is busy: recipe '{other}' runs here (one GPU per node; "
                                                  f"`recipegen down {other}` first)")
@@ -106,10 +111,8 @@ MODEL_MISSING = 3
 
 
 def model_dir(model: str) -> str:
-    """Where the engine looks for the model inside the container: a local path, or the hub cache layout."""
-    if model.startswith("/"):
-        return model
-    return f"{HF_CACHE_IN_CONTAINER}/hub/models--{model.replace('/', '--')}"
+    """Where the engine looks for the model inside the container: a path as given, or the hub cache layout."""
+    return read_model(model).container_dir(HF_CACHE_IN_CONTAINER)
 
 
 def _other_recipes(target: Target, mine: str) -> set[str]:
@@ -140,9 +143,7 @@ def _trial_run(target: Target, plan: NodePlan) -> Finding | None:
             missing = set(lines) | incomplete
             named = [m for m in plan.models if model_dir(m) in missing] or [plan.model]
             return Finding(target.name, Severity.ERROR, codes.MODEL_MISSING, "; ".join(
-                f"{'model' if m == plan.model else 'draft model'} {m} is "
-                f"{'incomplete in' if model_dir(m) in incomplete else 'not in'} this node's Hugging Face cache: "
-                f"looked in {_host_model_dir(plan, m)}" for m in named), models_fix(plan))
+                _missing_text(plan, m, model_dir(m) in incomplete) for m in named), models_fix(plan, named))
         if exc.failure in (Failure.UNREACHABLE, Failure.NO_CONTEXT, Failure.TIMEOUT):
             return context_finding(target.name, plan.node.context, exc)
         return _explain_trial(exc, target.name, plan)
@@ -157,7 +158,18 @@ def _host_model_dir(plan: NodePlan, model: str | None = None) -> str:
     return f"{inside} (inside the container)"
 
 
-def models_fix(plan: NodePlan) -> str:
+def _missing_text(plan: NodePlan, model: str, incomplete: bool) -> str:
+    what = "model" if model == plan.model else "draft model"
+    if read_model(model).hub_id is None:
+        return f"{what} {model} (a path in the container, not a Hugging Face id) is not there: looked in " \
+               f"{_host_model_dir(plan, model)}"
+    return (f"{what} {model} is {'incomplete in' if incomplete else 'not in'} this node's Hugging Face cache: "
+            f"looked in {_host_model_dir(plan, model)}")
+
+
+def models_fix(plan: NodePlan, models: list[str] | None = None) -> str:
+    if all(read_model(m).hub_id is None for m in models or [plan.model]):
+        return "put it on the node and mount its folder (`extra_mounts`); `recipegen models` copies hub ids only"
     return f"`recipegen models {plan.recipe_id}` copies it from a node that has it"
 
 

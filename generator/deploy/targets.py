@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence, TypeVar
 
 from generator.deploy.docker import Docker
-from generator.deploy.names import ENGINE_SERVICE, RANK_LABEL, recipe_filter
+from generator.deploy.names import ENGINE_SERVICE, NAME_LABEL, RANK_LABEL, recipe_filter
 from generator.diagnostics import Diagnostic, RecipegenError
 from generator.model import Cluster, Node
 from generator.plan import NodePlan, RecipePlan
@@ -125,6 +125,18 @@ def deployment_from_out(recipe_id: str, cluster: Cluster, out_dir: Path) -> Depl
                                                                          f"wrote: {exc}")) from None
         ranked.append((rank, Target(known[name], file)))
     return Deployment(recipe_id, cluster, out_dir, tuple(t for _, t in sorted(ranked, key=lambda r: r[0])))
+
+
+def display_name(dep: Deployment) -> str | None:
+    """The recipe's `name` as its head's compose file in out/ labels it; None when the file has none."""
+    from generator.verify import read_yaml
+
+    try:
+        compose: Any = read_yaml(dep.head.compose_file.read_text("utf-8"))
+        name = compose["services"][ENGINE_SERVICE]["labels"][NAME_LABEL]
+    except (ValueError, KeyError, TypeError, OSError):
+        return None
+    return name if isinstance(name, str) else None
 
 
 def each(items: Sequence[I], fn: Callable[[I], T], key: Callable[[I], str] | None = None

@@ -13,6 +13,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from generator.modelid import read_model
+
 COMMIT = re.compile(r"[0-9a-f]{40}")
 
 
@@ -50,13 +52,12 @@ class Entry:
         return {"kind": "ref", "path": self.path, "text": self.text}
 
 
-def is_hub_id(model: str) -> bool:
-    """A Hugging Face id (org/name), not a path in the container."""
-    return not model.startswith(("/", ".", "~")) and model.count("/") == 1
-
-
 def repo_folder(model: str) -> str:
-    return "models--" + model.replace("/", "--")
+    """The cache folder of a Hugging Face id (generator.modelid reads which models are ids)."""
+    folder = read_model(model).cache_folder
+    if folder is None:
+        raise ValueError(f"{model} is a path in the container, not a Hugging Face id")
+    return folder
 
 
 def commit_of(state: RepoState, repo: str, revision: str | None) -> str | None:

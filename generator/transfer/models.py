@@ -22,6 +22,7 @@ from generator.deploy.docker import DockerError, reason
 from generator.deploy.targets import OnNode, each
 from generator.engines import flag_value
 from generator.model import HF_CACHE_IN_CONTAINER
+from generator.modelid import read_model
 from generator.plan import LABEL_PREFIX, NodePlan
 from generator.transfer import hf
 
@@ -264,10 +265,10 @@ def _sync(helpers: Helpers, targets: list[Peer], reporter: Reporter, rev: str | 
     plan = targets[0].plan
     models = [m for m in dict.fromkeys(plan.models)]
     results: list[NodeResult] = []
-    local = [m for m in models if not hf.is_hub_id(m)]
+    local = [m for m in models if read_model(m).hub_id is None]
     for m in local:
         reporter.note(f"{m} is a path in the container, not a Hugging Face id: copy it yourself")
-    models = [m for m in models if hf.is_hub_id(m)]
+    models = [m for m in models if m not in local]
     if not models:
         return results
     repos = [hf.repo_folder(m) for m in models]

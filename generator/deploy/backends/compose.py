@@ -9,6 +9,7 @@ from generator.deploy.backends.base import (Before, Outcome, RankState, Removal,
                                             wait_gone)
 from generator.deploy.docker import DockerError, JSONObject, compose_missing, reason
 from generator.deploy.findings import Finding, Severity
+from generator.deploy.requirements import check_compose
 from generator.deploy.names import container_name
 from generator.deploy.targets import CompiledDeployment, Deployment, Target, each
 from generator.plan import duration_seconds
@@ -35,8 +36,15 @@ class ComposeBackend:
     name = "compose"
 
     def ready(self, dep: Deployment, change: bool) -> list[Finding]:
-        missing = compose_missing() if change else None  # reading needs plain docker only
-        return [Finding("", Severity.ERROR, codes.COMPOSE_MISSING, missing)] if missing else []
+        """Changing (up, down) needs the Compose plugin, as new as the files' headers say; reading needs plain
+        docker only."""
+        if not change:
+            return []
+        missing = compose_missing()
+        if missing:
+            return [Finding("", Severity.ERROR, codes.COMPOSE_MISSING, missing)]
+        old = check_compose([t.compose_file for t in dep.targets])
+        return [old] if old else []
 
     def preflight(self, dep: CompiledDeployment) -> list[Finding]:
         return []  # a node running another recipe is caught by the nodes' own preflight
