@@ -102,8 +102,9 @@ builder: eugr
     data = tomllib.loads(result.stdout)
     assert "--speculative-config '{\"method\": \"mtp\"}'" in data["args"][0]
     assert "{name}" in data["args"][0]  # sparkrun leaves a key without a value as written
-    for key in ("post_exec", "benchmark", "builder", "command"):
+    for key in ("post_exec", "builder", "command"):
         assert f"warning[not-carried]: {key}:" in result.stderr, key
+    assert data["bench"] == {"framework": "llama-benchy"}  # the recipe schema has [bench]: carried, not named
     assert "r.yaml:11:" in result.stderr  # post_exec's line
     assert data["env"] == {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}  # solo: the common pair only
 
@@ -394,6 +395,20 @@ def test_benchmark_becomes_bench_key_for_key_where_the_schema_has_it(project, mo
     assert "tg = 128  # b.yaml: benchmark.tg" in result.stdout
     assert "benchmark.bogus: not a [bench] key" in result.stderr
     assert "b.yaml:10:1: warning[not-carried]: benchmark.timeout: [bench] refuses it" in result.stderr
+
+
+def test_an_imported_benchmark_is_the_recipes_bench_defaults(project):
+    """With the real recipe schema: what `bench` will run is what sparkrun's benchmark: said (args win)."""
+    from generator.benchtable import BenchTable
+    from generator.resolve import load_recipe
+
+    result = run("import", "--dry-run", str(write(project / "peer" / "b.yaml", BENCH_YAML)))
+    assert result.exit_code == 0, result.output
+    assert "benchmark.bogus: not a [bench] key" in result.stderr
+    assert "benchmark.timeout: [bench] refuses" in result.stderr
+    recipe = write(project / "recipes" / "b" / "recipe.toml", result.stdout)
+    assert load_recipe(recipe).bench == BenchTable(options={"pp": [2048, 4096], "depth": [0], "tg": 128},
+                                                   schedule=({"name": "warm", "repeat": 2},))
 
 
 EUGR_FULL = EUGR.replace("defaults:\n", "description: d\nmodel: org/model\nsolo_only: false\ncluster_only: true\n"

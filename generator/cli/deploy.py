@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from generator.deploy.backends import Backend
     from generator.deploy.backends.base import Removal
     from generator.deploy.findings import Finding
+    from generator.deploy.probe import ProbeResult
     from generator.deploy.targets import CompiledDeployment, Deployment
 
 
@@ -82,9 +83,13 @@ def recipe_target(swarm: bool = True) -> Decorator:
 @click.option("--keep", is_flag=True, help="On failure, leave what started running (for debugging).")
 @click.option("--sync", is_flag=True, help="First put the image and the models on every node (`images`, `models`).")
 @lock_wait_option
+@click.option("--probe-timeout", default=600.0, show_default=True,
+              help="Seconds the first real request may take once the head serves (it may compile CUDA graphs).")
+@click.option("--no-probe", is_flag=True, help="Stop once the head lists the model; send no real request.")
 def up(recipe: str, cluster_path: Path | None, out_dir: Path | None, swarm: bool, timeout: float, keep: bool,
-       sync: bool, lock_wait: float) -> None:
-    """Preflight every node, start RECIPE's ranks, and wait until the head serves the model. The nodes are held
+       sync: bool, lock_wait: float, probe_timeout: float, no_probe: bool) -> None:
+    """Preflight every node, start RECIPE's ranks, wait until the head serves the model, then send it one real
+    request (a streamed chat completion) and print its time to first token and decode rate. The nodes are held
     meanwhile: no other recipegen command changes them (see `recipegen unlock`).
 
     First, once: this machine's Docker Compose and each node's Engine against the versions the files' headers
@@ -93,12 +98,14 @@ def up(recipe: str, cluster_path: Path | None, out_dir: Path | None, swarm: bool
 
     dep = compiled(recipe, cluster_path, out_dir)
     backend = backend_for(dep, swarm, change=True)  # before any node is held: this machine cannot act
+    probe = None if no_probe else probe_timeout
     with holding(dep.targets, dep.project, f"recipegen up {dep.project}", lock_wait,
-                 None if sync else up_bound(dep, timeout), cluster_path):
-        _up(dep, backend, timeout, keep, sync)
+                 None if sync else up_bound(dep, timeout + (probe or 0)), cluster_path):
+        _up(dep, backend, timeout, keep, sync, probe)
 
 
-def _up(dep: CompiledDeployment, backend: Backend, timeout: float, keep: bool, sync: bool) -> None:
+def _up(dep: CompiledDeployment, backend: Backend, timeout: float, keep: bool, sync: bool,
+        probe_timeout: float | None) -> None:
     from generator.deploy import actions
     from generator.deploy.findings import Severity, errors
     from generator.deploy.progress import Progress
@@ -119,8 +126,10 @@ def _up(dep: CompiledDeployment, backend: Backend, timeout: float, keep: bool, s
     if failed:
         sys.exit(1)
     with Progress([t.name for t in dep.targets], dep.head.name) as progress:
-        result = actions.launch(dep, backend, timeout, keep, progress.update, found)
+        result = actions.launch(dep, backend, timeout, keep, progress.update, found, probe_timeout)
     if result.ok:
+        if result.probe is not None:
+            click.echo(f"{dep.project}: first request: {probe_line(result.probe)}")
         click.echo(f"{dep.project}: serving {dep.plan.served_model_name} at {result.url}")
         return
     click.echo(f"{dep.project}: up failed: {result.failure}", err=True)
@@ -142,6 +151,30 @@ def _report_cleanup(project: str, removals: list[Removal]) -> None:
         if r.error:
             said.append(f"FAILED: {r.error}")
         click.echo(f"{r.node}: {'; '.join(said)}", err=True)
+
+
+def probe_line(result: ProbeResult) -> str:
+    """`TTFT <n> ms, <n> tok/s` and the answer's first words: one line a person reads at a glance."""
+    rate = f"{result.decode_tps:.1f} tok/s" if result.decode_tps is not None else "? tok/s"
+    words = result.text.split()
+    said = " ".join(words[:8]) + (" ..." if len(words) > 8 else "")
+    ttft = f"{result.ttft_ms:.0f}" if result.ttft_ms is not None else "?"
+    return f"TTFT {ttft} ms, {rate} ({result.tokens} tokens, counted from the {result.counted}): \"{said}\""
+
+
+@click.command()
+@recipe_target(swarm=False)
+@click.option("--probe-timeout", default=600.0, show_default=True, help="Seconds the request may take.")
+def smoke(recipe: str, cluster_path: Path | None, out_dir: Path | None, probe_timeout: float) -> None:
+    """Send RECIPE's running head one real request (what `up` ends with); exit 1 when it fails."""
+    from generator.deploy.probe import probe
+
+    dep = compiled(recipe, cluster_path, out_dir)
+    result = probe(dep.url, dep.plan.served_model_name, probe_timeout)
+    if not result.ok:
+        click.echo(f"{dep.project}: the request to {result.model} at {result.url} failed: {result.error}", err=True)
+        sys.exit(1)
+    click.echo(f"{dep.project}: {probe_line(result)}")
 
 
 def _report_down(result: DownResult, err: bool = False) -> None:
@@ -261,4 +294,4 @@ def images(recipe: str, cluster_path: Path | None, out_dir: Path | None, lock_wa
         sys.exit(1)
 
 
-COMMANDS = {"up": up, "down": down, "ps": ps, "status": ps, "logs": logs, "images": images}
+COMMANDS = {"up": up, "down": down, "ps": ps, "status": ps, "logs": logs, "images": images, "smoke": smoke}
