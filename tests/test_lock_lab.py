@@ -167,6 +167,7 @@ def test_sigterm_lets_go_and_removes_only_what_that_up_started(project, clean_la
     stopped = finish(fresh)
     assert stopped.returncode == 1 and "up failed: signal 15" in stopped.stderr, stopped.stderr
     assert "spark1: removed term-engine-1" in stopped.stderr and "spark2: removed term-engine-1" in stopped.stderr
+    assert "term: nothing of it runs on any node" in stopped.stderr
     assert all(containers(lab, n, "term") == [] for n in nodes)  # what it started, removed
     assert all(lock_of(lab, n) is None for n in nodes)
 

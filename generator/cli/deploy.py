@@ -151,6 +151,12 @@ def _report_cleanup(project: str, removals: list[Removal]) -> None:
         if r.error:
             said.append(f"FAILED: {r.error}")
         click.echo(f"{r.node}: {'; '.join(said)}", err=True)
+    failed = [r.node for r in removals if r.error]
+    if failed:
+        click.echo(f"{project}: could not clean {', '.join(failed)}; `recipegen down {project}` once they answer",
+                   err=True)
+    elif not any(r.kept for r in removals):
+        click.echo(f"{project}: nothing of it runs on any node", err=True)
 
 
 def probe_line(result: ProbeResult) -> str:
