@@ -137,15 +137,25 @@ def test_eugr_renders_with_str_format_and_runs_without_ray_by_default(project):
     assert data["model"] == "org/model" and data["entrypoint"] == ["vllm", "serve"]
     assert "'{\"cudagraph_mode\": \"FULL\"}'" in data["args"][0]  # {{ }} are literal braces to str.format
     assert "--distributed-executor-backend" not in data["args"][0] and "ray_args" not in data
-    assert data["env"] == {"VLLM_X": "1", "NCCL_IGNORE_CPU_AFFINITY": "1"}
+    # launch-cluster.sh's get_env_flags gives every container of a multi-node run its Ray variables, Ray or not
+    assert data["env"] == {"VLLM_X": "1", "NCCL_IGNORE_CPU_AFFINITY": "1", "RAY_memory_monitor_refresh_ms": "0",
+                           "RAY_num_prestart_python_workers": "0", "RAY_object_store_memory": "1073741824"}
     assert {"host": "~/.cache/vllm", "container": "/root/.cache/vllm"} in data["extra_mounts"]
     assert "warning[not-carried]: build_args:" in result.stderr and "e.yaml:4:" in result.stderr
 
 
+
+def test_eugr_solo_run_gets_no_cluster_ray_variables(project):
+    f = write(project / "peer" / "e.yaml", EUGR.replace("tensor_parallel: 2", "tensor_parallel: 1"))
+    data = tomllib.loads(run("import", "--dry-run", str(f)).stdout)
+    assert data["required_nodes"] == 1 and "distributed_backend" not in data
+    assert data["env"] == {"VLLM_X": "1", "NCCL_IGNORE_CPU_AFFINITY": "1"}  # eugr's newest solo branch sets none
+
 def test_eugr_ray_flag_keeps_ray(project):
     f = write(project / "peer" / "e.yaml", EUGR)
     data = tomllib.loads(run("import", "--ray", "--dry-run", str(f)).stdout)
-    assert data["distributed_backend"] == "ray" and data["ray_args"] == ["--disable-usage-stats"]
+    assert data["distributed_backend"] == "ray"  # launch-cluster.sh's `ray start` options, head and workers alike
+    assert data["ray_args"] == ["--object-store-memory", "1073741824", "--num-cpus", "2", "--disable-usage-stats"]
     assert data["env"]["RAY_memory_monitor_refresh_ms"] == "0"
 
 
