@@ -461,3 +461,13 @@ def test_eugr_env_lines_launch_cluster_refuses_are_refused(project, bad, line):
     f = write(project / "e" / ".env", "ETH_IF=enp1\n" + bad + "CLUSTER_NODES=10.0.0.1\n")
     result = run("import", "--dry-run", str(f))
     assert result.exit_code == 1 and f".env:{line}:" in result.stderr and len(result.stderr.splitlines()) == 1
+
+
+def test_an_env_file_that_is_not_utf8_is_one_line(project):
+    f = project / "e" / ".env"
+    f.parent.mkdir()
+    f.write_bytes(b"CLUSTER_NODES=10.0.0.1\nETH_IF=\xff\n")
+    result = run("import", "--dry-run", str(f))
+    assert result.exit_code == 1 and ".env: error:" in result.stderr and "UTF-8" in result.stderr
+    assert len(result.stderr.splitlines()) == 1, result.stderr
+

@@ -23,7 +23,7 @@ from typing import Callable
 from generator.diagnostics import Diagnostic, RecipegenError, display_path
 from generator.importers.base import EnvVar, Field, NotCarried
 from generator.importers.writer import comment, entry
-from generator.importers.yamlfile import YamlFile, read
+from generator.importers.yamlfile import YamlFile, read, read_text
 from generator.lint import secret_name
 
 SCHEMA_LINE = "#:schema ./schema/cluster.schema.json"
@@ -71,7 +71,7 @@ def convert_cluster(path: Path) -> ImportedCluster:
 def _eugr_env(path: Path) -> ImportedCluster:
     shown, src = display_path(path), path.name
     values: dict[str, tuple[str, int]] = {}
-    for number, raw in enumerate(path.read_text("utf-8").splitlines(), 1):
+    for number, raw in enumerate(read_text(path).splitlines(), 1):
         line = raw.strip()
         if not line or line.startswith("#"):
             continue
