@@ -471,3 +471,9 @@ def test_an_env_file_that_is_not_utf8_is_one_line(project):
     assert result.exit_code == 1 and ".env: error:" in result.stderr and "UTF-8" in result.stderr
     assert len(result.stderr.splitlines()) == 1, result.stderr
 
+
+@pytest.mark.parametrize("key,line", [("min_nodes", 3), ("max_nodes", 3)])
+def test_a_node_count_that_is_no_number_names_its_own_key(project, key, line):
+    f = write(project / "peer" / "n.yaml", f"model: a/b\ncontainer: i\n{key}: two\ncommand: vllm serve {{model}}\n")
+    result = run("import", "--dry-run", str(f))
+    assert result.exit_code == 1 and f"n.yaml:{line}:1: error: {key}:" in result.stderr, result.stderr
