@@ -472,6 +472,18 @@ def test_an_env_file_that_is_not_utf8_is_one_line(project):
     assert len(result.stderr.splitlines()) == 1, result.stderr
 
 
+def test_a_mod_that_cannot_be_copied_leaves_no_other_file_written(project):
+    write(project / "peer" / "mods" / "fix-a" / "run.sh", "#!/bin/sh\n")
+    (project / "peer" / "mods" / "fix-a" / "gone.patch").symlink_to(project / "nowhere")
+    good = write(project / "peer" / "good.yaml", "model: a/b\ncontainer: i\ncommand: vllm serve {model}\n")
+    bad = write(project / "peer" / "m.yaml", "model: a/b\ncontainer: i\nmods: [fix-a]\ncommand: vllm serve {model}\n")
+    env = write(project / "e" / ".env", "CLUSTER_NODES=10.0.0.1\n")
+    before = tree(project)
+    result = run("import", "--force", str(env), str(good), str(bad))
+    assert result.exit_code == 1 and "gone.patch" in result.stderr and len(result.stderr.splitlines()) == 1
+    assert tree(project) == before and not list(project.glob(".recipegen-import-*"))
+
+
 @pytest.mark.parametrize("key,line", [("min_nodes", 3), ("max_nodes", 3)])
 def test_a_node_count_that_is_no_number_names_its_own_key(project, key, line):
     f = write(project / "peer" / "n.yaml", f"model: a/b\ncontainer: i\n{key}: two\ncommand: vllm serve {{model}}\n")

@@ -16,7 +16,7 @@ from generator.importers.clusters import (ImportedCluster, convert_cluster, is_c
                                           write_cluster)
 from generator.importers.eugr import EugrImporter
 from generator.importers.sparkrun import SparkrunImporter
-from generator.importers.writer import render, write_recipe
+from generator.importers.writer import render, write_recipes
 from generator.importers.yamlfile import read
 from generator.model import RECIPE_ID
 
@@ -61,30 +61,34 @@ def convert(path: Path, options: ImportOptions) -> ImportedRecipe:
     raise doc.error("recipe_version", f"recipe_version {version!r} is neither eugr's \"1\" nor sparkrun's \"2\"")
 
 
-def import_recipe(path: Path, recipes_dir: Path, recipe_id: str | None, options: ImportOptions,
-                  force: bool = False, dry_run: bool = False) -> ImportResult:
-    rid = recipe_id or recipe_id_from(path.stem)
+def _prepare(path: Path, rid: str, recipes_dir: Path, options: ImportOptions, force: bool,
+             dry_run: bool) -> ImportResult:
+    """One recipe file converted and its target checked; nothing written yet."""
     if not RECIPE_ID.match(rid):
         raise RecipegenError(Diagnostic(display_path(path), None, None, "--id",
                                         f"'{rid}' is not a recipe id (lower-case letters, digits, '_' and '-')"))
     imported = convert(path, options)
-    text = render(imported)
     folder = recipes_dir / rid
-    if dry_run:
-        return ImportResult(rid, folder, text, imported, False)
-    if folder.exists() and not force:
+    if not dry_run and not force and folder.exists():
         raise RecipegenError(Diagnostic(display_path(folder), None, None, None,
                                         "a recipe with this id exists: pass --force to replace it, or --id"))
-    write_recipe(folder, text, imported)
-    return ImportResult(rid, folder, text, imported, True)
+    return ImportResult(rid, folder, render(imported), imported, not dry_run)
+
+
+def import_recipe(path: Path, recipes_dir: Path, recipe_id: str | None, options: ImportOptions,
+                  force: bool = False, dry_run: bool = False) -> ImportResult:
+    result = _prepare(path, recipe_id or recipe_id_from(path.stem), recipes_dir, options, force, dry_run)
+    if result.written:
+        write_recipes([(result.folder, result.text, result.imported)])
+    return result
 
 
 def import_files(files: list[Path], recipes_dir: Path, cluster_target: Path, recipe_id: str | None,
                  options: ImportOptions, force: bool = False, dry_run: bool = False,
                  ) -> tuple[list[ImportResult], ClusterResult | None]:
-    """Every file read and converted, and every target checked, before anything is written: one bad file and
-    nothing is. Recipe files become recipes/<id>/; a cluster file (eugr's .env, a sparkrun cluster file) the
-    project's cluster.toml."""
+    """Every file read and converted, and every target checked, before anything is written, and every recipe
+    staged before any is swapped in: one bad file (or mod) and nothing is written. Recipe files become
+    recipes/<id>/; a cluster file (eugr's .env, a sparkrun cluster file) the project's cluster.toml."""
     clusters = [f for f in files if is_cluster_file(f)]
     recipes = [f for f in files if f not in clusters]
     if len(clusters) > 1:
@@ -102,16 +106,8 @@ def import_files(files: list[Path], recipes_dir: Path, cluster_target: Path, rec
             raise RecipegenError(Diagnostic(display_path(cluster_target), None, None, None,
                                             "the project has a cluster file: pass --force to replace it"))
         cluster = ClusterResult(cluster_target, render_cluster(imported), imported, not dry_run)
-    for f, rid in zip(recipes, ids):
-        if not RECIPE_ID.match(rid):
-            raise RecipegenError(Diagnostic(display_path(f), None, None, "--id", f"'{rid}' is not a recipe id "
-                                            f"(lower-case letters, digits, '_' and '-')"))
-        convert(f, options)
-        if not dry_run and not force and (recipes_dir / rid).exists():
-            raise RecipegenError(Diagnostic(display_path(recipes_dir / rid), None, None, None,
-                                            "a recipe with this id exists: pass --force to replace it, or --id"))
-    if cluster is not None and cluster.written:
-        write_cluster(cluster.target, cluster.text)
-    results = [import_recipe(f, recipes_dir, rid, options, force=force, dry_run=dry_run)
-               for f, rid in zip(recipes, ids)]
+    results = [_prepare(f, rid, recipes_dir, options, force, dry_run) for f, rid in zip(recipes, ids)]
+    if not dry_run:
+        write_recipes([(r.folder, r.text, r.imported) for r in results],
+                      before_swap=lambda: write_cluster(cluster.target, cluster.text) if cluster else None)
     return results, cluster

@@ -2,7 +2,7 @@
 
 Every value carries a comment naming its source (`# x.yaml: defaults.max_model_len`), so a reader can check the
 translation line by line. Output is a function of the import alone: a second import of the same file gives the
-same bytes. The folder is staged in a hidden folder at the project root and renamed into recipes/: a failure
+same bytes. The folders are staged in a hidden folder at the project root and renamed into recipes/: a failure
 leaves nothing.
 """
 
@@ -15,7 +15,7 @@ import shutil
 import tempfile
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from generator.diagnostics import Diagnostic, RecipegenError, display_path
 from generator.importers.base import ImportedRecipe, TomlValue
@@ -117,25 +117,39 @@ def _check(text: str, imported: ImportedRecipe) -> None:
         raise ValueError(f"recipegen import wrote TOML that reads back differently: {wrong or ['env']}")
 
 
-def write_recipe(folder: Path, text: str, imported: ImportedRecipe) -> None:
-    """recipes/<id>/ with recipe.toml and mods/<name>/ copied, swapped in whole (the caller decides whether an
-    existing folder may be replaced). Staged in a hidden folder at the project root, not under recipes/, so a
-    build running meanwhile (or after a crash) never sees a half-made recipe."""
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    stage = Path(tempfile.mkdtemp(prefix=".recipegen-import-", dir=folder.parent.parent))
+def write_recipes(recipes: list[tuple[Path, str, ImportedRecipe]], before_swap: Callable[[], None] = lambda: None,
+                  ) -> None:
+    """Each recipes/<id>/ (folder, its recipe.toml text, its import) with mods/<name>/ copied, swapped in whole
+    (the caller decides whether an existing folder may be replaced). All are staged first, in a hidden folder at
+    the project root, not under recipes/, so a build running meanwhile (or after a crash) never sees a half-made
+    recipe, and a mod that cannot be copied leaves every recipe unwritten. `before_swap` runs once all are staged
+    (the cluster file's write, so it too is skipped when a copy fails)."""
+    if not recipes:
+        before_swap()
+        return
+    recipes_dir = recipes[0][0].parent
+    recipes_dir.mkdir(parents=True, exist_ok=True)
+    stage = Path(tempfile.mkdtemp(prefix=".recipegen-import-", dir=recipes_dir.parent))
     try:
-        new = stage / folder.name
-        new.mkdir()
-        (new / "recipe.toml").write_text(text, "utf-8")
-        for mod in imported.mods:
-            try:
-                shutil.copytree(mod.folder, new / "mods" / mod.name, symlinks=False)
-            except shutil.Error as exc:  # every file that failed: (source, target, why); name the first
-                source, _, why = exc.args[0][0]
-                raise RecipegenError(Diagnostic(display_path(source), None, None, "mods",
-                                                f"cannot copy this file of mod '{mod.name}': {why}")) from None
-        if folder.exists():  # two renames: the old recipe leaves, the new one arrives
-            os.rename(folder, stage / ".replaced")
-        os.rename(new, folder)
+        staged = [(_stage(stage / str(n), text, imported), folder)
+                  for n, (folder, text, imported) in enumerate(recipes)]
+        before_swap()
+        for n, (new, folder) in enumerate(staged):
+            if folder.exists():  # two renames: the old recipe leaves, the new one arrives
+                os.rename(folder, stage / f".replaced-{n}")
+            os.rename(new, folder)
     finally:
         shutil.rmtree(stage, ignore_errors=True)
+
+
+def _stage(new: Path, text: str, imported: ImportedRecipe) -> Path:
+    new.mkdir()
+    (new / "recipe.toml").write_text(text, "utf-8")
+    for mod in imported.mods:
+        try:
+            shutil.copytree(mod.folder, new / "mods" / mod.name, symlinks=False)
+        except shutil.Error as exc:  # every file that failed: (source, target, why); name the first
+            source, _, why = exc.args[0][0]
+            raise RecipegenError(Diagnostic(display_path(source), None, None, "mods",
+                                            f"cannot copy this file of mod '{mod.name}': {why}")) from None
+    return new
