@@ -489,3 +489,13 @@ def test_a_node_count_that_is_no_number_names_its_own_key(project, key, line):
     f = write(project / "peer" / "n.yaml", f"model: a/b\ncontainer: i\n{key}: two\ncommand: vllm serve {{model}}\n")
     result = run("import", "--dry-run", str(f))
     assert result.exit_code == 1 and f"n.yaml:{line}:1: error: {key}:" in result.stderr, result.stderr
+
+
+def test_runtime_config_keys_are_named_with_their_own_path_and_line(project):
+    f = write(project / "peer" / "rc.yaml", "model: a/b\ncontainer: i\nfoo: 0\nruntime_config:\n  foo: 1\n"
+              "  bar: 2\ncommand: vllm serve {model}\n")
+    result = run("import", "--dry-run", str(f))
+    assert result.exit_code == 0, result.output
+    assert "rc.yaml:5:1: warning[not-carried]: runtime_config.foo: " in result.stderr, result.stderr
+    assert "rc.yaml:6:1: warning[not-carried]: runtime_config.bar: " in result.stderr
+    assert "rc.yaml:3:1: warning[not-carried]: foo: " in result.stderr  # the top-level key of the same name too

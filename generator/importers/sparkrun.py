@@ -271,10 +271,10 @@ def _unknown(doc: YamlFile, executor: dict[str, Any], unresolved: list[str],
         named.append(NotCarried("model_revision", doc.line("model_revision"),
                                 "recipegen has no revision key: `recipegen models` copies the revision `--revision` "
                                 "in args names; add `--revision` to args if the engine should load it"))
-    extra = {k: v for k, v in doc.data.items() if k not in _IGNORED and k not in _NOT_CARRIED}
-    extra.update(_mapping(doc, "runtime_config"))
-    named += [NotCarried(k, doc.line(k), "runtime_config for sparkrun's runtime plugin: no recipegen home")
-              for k in extra]
+    plugin = "runtime_config for sparkrun's runtime plugin: no recipegen home"
+    named += [NotCarried(k, doc.line(k), plugin) for k in doc.data if k not in _IGNORED and k not in _NOT_CARRIED]
+    named += [NotCarried(f"runtime_config.{k}", doc.line("runtime_config", str(k)), plugin)
+              for k in _mapping(doc, "runtime_config")]
     named += [NotCarried(f"executor_config.{k}", doc.line("executor_config", k),
                          "a docker option recipegen sets itself (GPU, host network, RDMA devices and capabilities)"
                          " or not at all") for k in executor if k not in _EXECUTOR_KEYS]
