@@ -47,6 +47,11 @@ def secret_name(name: str) -> bool:
     return bool(SECRET_NAME.search(name)) and not NOT_A_SECRET_NAME.search(name)
 
 
+def secret_env(name: str, value: str) -> bool:
+    """A variable (or build arg) that is a secret: named like one, or holding what looks like a token."""
+    return secret_name(name) or bool(SECRET_VALUE.search(value))
+
+
 SECRET_FIX = ("secrets must not be written in recipes or clusters (they would land in committed out/): export it in "
               "the shell that deploys and list its name in `pass_env`, so Compose passes it through at `up`")
 
@@ -316,10 +321,10 @@ def _fabric_env(recipe: Recipe, cluster: Cluster | None) -> Findings:
 @rule("secret", ERROR, "a value that looks like a secret in a recipe")
 def _secret(recipe: Recipe, cluster: Cluster | None) -> Findings:
     for name, value in recipe.env.items():
-        if value and (SECRET_VALUE.search(value) or secret_name(name)):
+        if value and secret_env(name, value):
             yield recipe.env_origins[name], f"env.{name}", f"looks like a secret: {SECRET_FIX}"
     for name, value in recipe.build_args.items():  # written into the compose files' `build.args`
-        if value and (SECRET_VALUE.search(value) or secret_name(name)):
+        if value and secret_env(name, value):
             yield (recipe.build_arg_origins.get(name) or recipe.origins["build_args"], f"build_args.{name}",
                    f"looks like a secret: {SECRET_FIX} (a build secret belongs in a BuildKit secret mount)")
     for group in recipe.flag_groups:  # a token-looking word anywhere, or the value of --api-key and the like

@@ -499,3 +499,37 @@ def test_runtime_config_keys_are_named_with_their_own_path_and_line(project):
     assert "rc.yaml:5:1: warning[not-carried]: runtime_config.foo: " in result.stderr, result.stderr
     assert "rc.yaml:6:1: warning[not-carried]: runtime_config.bar: " in result.stderr
     assert "rc.yaml:3:1: warning[not-carried]: foo: " in result.stderr  # the top-level key of the same name too
+
+
+TOKEN = "hf_abcdefghijklmnopqrstuvwxyz0123"
+
+
+def test_a_variable_whose_value_is_a_token_goes_to_pass_env_and_the_recipe_validates(project):
+    f = write(project / "peer" / "v.yaml", f"model: a/b\ncontainer: i\nenv:\n  MYVAR: {TOKEN}\n"
+              "command: vllm serve {model}\n")
+    result = run("import", str(f))
+    assert result.exit_code == 0, result.output
+    text = (project / "recipes" / "v" / "recipe.toml").read_text()
+    assert TOKEN not in text and tomllib.loads(text)["pass_env"] == ["MYVAR"]
+    checked = run("validate", "v")
+    assert checked.exit_code == 0 and "error" not in checked.stderr, checked.stderr
+
+
+def test_a_container_variable_whose_value_is_a_token_is_not_written_to_the_cluster(project):
+    f = write(project / "e" / ".env", f"CLUSTER_NODES=10.0.0.1\nCONTAINER_MYVAR={TOKEN}\n")
+    result = run("import", "--dry-run", str(f))
+    assert result.exit_code == 0, result.output
+    assert TOKEN not in result.stdout and tomllib.loads(result.stdout)["pass_env"] == ["MYVAR"]
+
+
+@pytest.mark.parametrize("text,key", [
+    (f"command: vllm serve {{model}} --api-key {TOKEN}\n", "command"),
+    (f"pre_exec:\n  - huggingface-cli login --token {TOKEN}\ncommand: vllm serve {{model}}\n", "pre_exec"),
+])
+def test_a_token_in_the_command_or_setup_is_refused_and_not_echoed(project, text, key):
+    f = write(project / "peer" / "t.yaml", "model: a/b\ncontainer: i\n" + text)
+    before = tree(project)
+    result = run("import", str(f))
+    assert result.exit_code == 1 and len(result.stderr.splitlines()) == 1, result.output
+    assert f": error: {key}: " in result.stderr and TOKEN not in result.output
+    assert tree(project) == before

@@ -15,6 +15,7 @@ from generator.importers.base import ImportedRecipe, Importer, ImportOptions as 
 from generator.importers.clusters import (ImportedCluster, convert_cluster, is_cluster_file, render_cluster,
                                           write_cluster)
 from generator.importers.eugr import EugrImporter
+from generator.importers.passenv import refuse_tokens
 from generator.importers.sparkrun import SparkrunImporter
 from generator.importers.writer import render, write_recipes
 from generator.importers.yamlfile import read
@@ -53,7 +54,9 @@ def convert(path: Path, options: ImportOptions) -> ImportedRecipe:
     doc = read(path)
     for importer in IMPORTERS:
         if importer.accepts(doc):
-            return importer.convert(doc, options)
+            imported = importer.convert(doc, options)
+            refuse_tokens(doc, imported.fields + imported.bench)
+            return imported
     if "recipe_version" not in doc.data:
         raise RecipegenError(Diagnostic(display_path(path), 1, 1, None, "not an eugr or sparkrun recipe: no "
                                         "recipe_version, command, container or model"))

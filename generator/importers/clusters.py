@@ -24,7 +24,7 @@ from generator.diagnostics import Diagnostic, RecipegenError, display_path
 from generator.importers.base import EnvVar, Field, NotCarried
 from generator.importers.writer import comment, entry
 from generator.importers.yamlfile import YamlFile, read, read_text
-from generator.lint import secret_name
+from generator.lint import secret_env
 
 SCHEMA_LINE = "#:schema ./schema/cluster.schema.json"
 _ETH_VARS = ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "TP_SOCKET_IFNAME", "UCX_NET_DEVICES", "MN_IF_NAME",
@@ -111,7 +111,7 @@ def _eugr_env(path: Path) -> ImportedCluster:
     for key, (value, number) in values.items():
         if key.startswith("CONTAINER_") and key != "CONTAINER_NAME":
             name = key.removeprefix("CONTAINER_")
-            if secret_name(name):
+            if secret_env(name, value):
                 pass_env.append(name)
                 named.append(NotCarried(key, number, f"a secret: its value is not written; {name} goes in "
                                                      f"pass_env (export it in the shell that runs `recipegen up`)"))
