@@ -8,7 +8,6 @@ leaves nothing.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
@@ -17,11 +16,11 @@ import tomllib
 from pathlib import Path
 from typing import Any, Callable
 
+from generator import tomltext
 from generator.diagnostics import Diagnostic, RecipegenError, display_path
 from generator.importers.base import ImportedRecipe, TomlValue
 
 SCHEMA_LINE = "#:schema ../../schema/recipe.schema.json"
-_BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 
 
@@ -48,7 +47,7 @@ def render(imported: ImportedRecipe, schema_line: str = SCHEMA_LINE) -> str:
 
 
 def entry(key: str, value: TomlValue, source: str) -> list[str]:
-    name = key if _BARE_KEY.match(key) else _basic(key)
+    name = tomltext.key(key)
     rendered = _value(value)
     if "\n" in rendered:  # a multi-line value: its comment goes above it
         return [comment(source), f"{name} = {rendered}"]
@@ -63,7 +62,7 @@ def _value(value: TomlValue) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, (int, float)):
-        return _number(value)
+        return tomltext.number(value)
     if isinstance(value, dict):
         return _inline(value)
     if isinstance(value, list):
@@ -74,16 +73,6 @@ def _value(value: TomlValue) -> str:
     return _string(value)
 
 
-def _number(value: int | float) -> str:
-    if isinstance(value, int):
-        return str(value)
-    if value != value:
-        return "nan"
-    if value in (float("inf"), float("-inf")):
-        return "inf" if value > 0 else "-inf"
-    return repr(value)  # the shortest text that reads back as the same float; TOML reads Python's exponents
-
-
 def _inline(table: dict[str, Any]) -> str:
     """An inline table, nested as deep as the value is (one line: TOML 1.0 inline tables cannot break)."""
     def one(v: Any) -> str:
@@ -91,9 +80,9 @@ def _inline(table: dict[str, Any]) -> str:
             return _inline(v)
         if isinstance(v, list):
             return "[" + ", ".join(one(i) for i in v) + "]"
-        return _value(v) if not isinstance(v, str) else _basic(v)
+        return tomltext.basic_string(v) if isinstance(v, str) else _value(v)  # a block cannot break a line here
 
-    return "{" + ", ".join(f"{k if _BARE_KEY.match(k) else _basic(k)} = {one(v)}" for k, v in table.items()) + "}"
+    return "{" + ", ".join(f"{tomltext.key(k)} = {one(v)}" for k, v in table.items()) + "}"
 
 
 def _string(text: str) -> str:
@@ -101,11 +90,7 @@ def _string(text: str) -> str:
     if "\n" in text and "'''" not in text and not text.endswith("'") and not _CONTROL.search(text) \
             and "\r" not in text:
         return "'''\n" + text + "'''"
-    return _basic(text)
-
-
-def _basic(text: str) -> str:
-    return json.dumps(text, ensure_ascii=False).replace("\x7f", "\\u007f")
+    return tomltext.basic_string(text)
 
 
 def _check(text: str, imported: ImportedRecipe) -> None:
