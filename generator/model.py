@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 # Re-exported: the data objects' vocabulary (`from generator.model import Origin` keeps working).
+from generator.benchtable import BenchTable
 from generator.origin import COMPILER as COMPILER, DEFAULT as DEFAULT, Origin as Origin
 from generator.tomldoc import TomlDocument
 
@@ -158,6 +159,7 @@ class Recipe:
     build_arg_origins: dict[str, Origin] = field(default_factory=dict)
     documents: tuple[TomlDocument, ...] = ()  # this recipe first, then its parents
     flag_groups: tuple[FlagGroup, ...] = ()  # `args` grouped into flags and their values, by the loader
+    bench: BenchTable = field(default_factory=BenchTable)  # `[bench]`: what `recipegen bench` runs by default
 
     @property
     def document(self) -> TomlDocument:

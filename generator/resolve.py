@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from generator.argwords import flag_name, group_flags, merge_args, split_words
+from generator.benchtable import bench_table, merged
 from generator.diagnostics import Diagnostic, RecipegenError
 from generator.model import (CONTAINER_KEYS, DEFAULT, ENGINE_DEFAULT_ENTRYPOINT, RECIPE_ID, RECIPE_SCALARS, Arg,
                              Cluster, ContainerOptions, Mod, Mount, Node, Origin, Recipe, Ulimits, container_target)
@@ -67,6 +68,7 @@ def load_recipe(path: str | Path, recipes_dir: Path | None = None,
     build_arg_origins: dict[str, Origin] = {}
     container: dict[str, object] = {}
     setup: tuple[Arg, ...] = ()
+    bench_tables: list[dict[str, Any]] = []
     mods_from: tuple[TomlDocument, str] | None = None  # the file that set `mods` (its folder finds them)
     for depth, doc in enumerate(reversed(chain)):  # root parent first, the child last
         layer = "recipe" if depth == len(chain) - 1 else f"parent recipe {doc.path.parent.name}"
@@ -99,6 +101,9 @@ def load_recipe(path: str | Path, recipes_dir: Path | None = None,
         if "setup" in data:
             setup = tuple(Arg(cmd, doc.origin(layer, ("setup", i), value=True)) for i, cmd in enumerate(data["setup"]))
             origins["setup"] = origin("setup")
+        if "bench" in data:
+            bench_tables.append(data["bench"])
+            origins["bench"] = origin("bench")
         if "mods" in data:
             mods_from = (doc, layer)
             origins["mods"] = origin("mods")
@@ -165,7 +170,7 @@ def load_recipe(path: str | Path, recipes_dir: Path | None = None,
         mounts=tuple(mounts), env=env, dockerfile=values.get("dockerfile"), build_args=build_args,
         mods=mods, setup=setup, ray_args=ray_args, container=container,
         pass_env=tuple(pass_env), unused_removals=tuple(unused), flag_groups=tuple(group_flags(args)),
-        origins=origins,
+        origins=origins, bench=bench_table(merged(bench_tables)),
         env_origins=env_origins, build_arg_origins=build_arg_origins, documents=tuple(chain))
 
 

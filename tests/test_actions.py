@@ -208,12 +208,14 @@ def test_up_with_keep_leaves_the_failed_ranks(deployment: CompiledDeployment):
 
 
 def test_up_succeeds_when_the_head_serves(deployment: CompiledDeployment, monkeypatch: pytest.MonkeyPatch):
-    from generator.deploy import readiness
+    from generator.deploy import probe, readiness
 
     served = deployment.plan.served_model_name
     answers = {f"{deployment.url}/health": b"", f"{deployment.url}/v1/models": json.dumps(
         {"data": [{"id": served}]}).encode()}
     monkeypatch.setattr(readiness, "_get", lambda url: answers.get(url))
+    # The first request (tests/test_first_request.py) answers.
+    monkeypatch.setattr(probe, "probe", lambda url, model, timeout: probe.ProbeResult(url, model, text="hi"))
     result = up(deployment, FakeBackend())
     assert result.ok and result.url == deployment.url
 

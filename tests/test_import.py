@@ -102,8 +102,9 @@ builder: eugr
     data = tomllib.loads(result.stdout)
     assert "--speculative-config '{\"method\": \"mtp\"}'" in data["args"][0]
     assert "{name}" in data["args"][0]  # sparkrun leaves a key without a value as written
-    for key in ("post_exec", "benchmark", "builder", "command"):
+    for key in ("post_exec", "builder", "command"):
         assert f"warning[not-carried]: {key}:" in result.stderr, key
+    assert data["bench"] == {"framework": "llama-benchy"}  # the recipe schema has [bench]: carried, not named
     assert "r.yaml:11:" in result.stderr  # post_exec's line
     assert data["env"] == {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}  # solo: the common pair only
 
@@ -136,15 +137,25 @@ def test_eugr_renders_with_str_format_and_runs_without_ray_by_default(project):
     assert data["model"] == "org/model" and data["entrypoint"] == ["vllm", "serve"]
     assert "'{\"cudagraph_mode\": \"FULL\"}'" in data["args"][0]  # {{ }} are literal braces to str.format
     assert "--distributed-executor-backend" not in data["args"][0] and "ray_args" not in data
-    assert data["env"] == {"VLLM_X": "1", "NCCL_IGNORE_CPU_AFFINITY": "1"}
+    # launch-cluster.sh's get_env_flags gives every container of a multi-node run its Ray variables, Ray or not
+    assert data["env"] == {"VLLM_X": "1", "NCCL_IGNORE_CPU_AFFINITY": "1", "RAY_memory_monitor_refresh_ms": "0",
+                           "RAY_num_prestart_python_workers": "0", "RAY_object_store_memory": "1073741824"}
     assert {"host": "~/.cache/vllm", "container": "/root/.cache/vllm"} in data["extra_mounts"]
     assert "warning[not-carried]: build_args:" in result.stderr and "e.yaml:4:" in result.stderr
 
 
+
+def test_eugr_solo_run_gets_no_cluster_ray_variables(project):
+    f = write(project / "peer" / "e.yaml", EUGR.replace("tensor_parallel: 2", "tensor_parallel: 1"))
+    data = tomllib.loads(run("import", "--dry-run", str(f)).stdout)
+    assert data["required_nodes"] == 1 and "distributed_backend" not in data
+    assert data["env"] == {"VLLM_X": "1", "NCCL_IGNORE_CPU_AFFINITY": "1"}  # eugr's newest solo branch sets none
+
 def test_eugr_ray_flag_keeps_ray(project):
     f = write(project / "peer" / "e.yaml", EUGR)
     data = tomllib.loads(run("import", "--ray", "--dry-run", str(f)).stdout)
-    assert data["distributed_backend"] == "ray" and data["ray_args"] == ["--disable-usage-stats"]
+    assert data["distributed_backend"] == "ray"  # launch-cluster.sh's `ray start` options, head and workers alike
+    assert data["ray_args"] == ["--object-store-memory", "1073741824", "--num-cpus", "2", "--disable-usage-stats"]
     assert data["env"]["RAY_memory_monitor_refresh_ms"] == "0"
 
 
@@ -394,6 +405,20 @@ def test_benchmark_becomes_bench_key_for_key_where_the_schema_has_it(project, mo
     assert "tg = 128  # b.yaml: benchmark.tg" in result.stdout
     assert "benchmark.bogus: not a [bench] key" in result.stderr
     assert "b.yaml:10:1: warning[not-carried]: benchmark.timeout: [bench] refuses it" in result.stderr
+
+
+def test_an_imported_benchmark_is_the_recipes_bench_defaults(project):
+    """With the real recipe schema: what `bench` will run is what sparkrun's benchmark: said (args win)."""
+    from generator.benchtable import BenchTable
+    from generator.resolve import load_recipe
+
+    result = run("import", "--dry-run", str(write(project / "peer" / "b.yaml", BENCH_YAML)))
+    assert result.exit_code == 0, result.output
+    assert "benchmark.bogus: not a [bench] key" in result.stderr
+    assert "benchmark.timeout: [bench] refuses" in result.stderr
+    recipe = write(project / "recipes" / "b" / "recipe.toml", result.stdout)
+    assert load_recipe(recipe).bench == BenchTable(options={"pp": [2048, 4096], "depth": [0], "tg": 128},
+                                                   schedule=({"name": "warm", "repeat": 2},))
 
 
 EUGR_FULL = EUGR.replace("defaults:\n", "description: d\nmodel: org/model\nsolo_only: false\ncluster_only: true\n"

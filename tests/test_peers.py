@@ -14,9 +14,9 @@ The comparison is word for word:
 - the environment: every peer variable present with the same value; a variable only recipegen sets must be in
   ALLOWED_EXTRA_ENV;
 - `ray start`, setup commands, mods and docker options likewise.
-Each case whose peer has a recipe file (sparkrun's registry YAML) also holds that original file (peer.json
-`original`): every comparison runs a second time on what `recipegen import` makes of it (variant "import"), with
-the same allowed differences and no others.
+Each case whose peer has a recipe file (sparkrun's registry YAML, eugr's `recipes/*.yaml`) also holds that original
+file (peer.json `original`; `original.ray` true imports with `--ray`): every comparison runs a second time on what
+`recipegen import` makes of it (variant "import"), with the same allowed differences and no others.
 
 Whatever recipegen does differently on purpose is listed in the case's peer.json under `differences` (with the
 reason), and each test checks that the differences it finds are exactly that list: one more or one fewer fails.

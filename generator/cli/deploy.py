@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from generator.deploy.actions import DownResult
     from generator.deploy.backends import Backend
     from generator.deploy.findings import Finding
+    from generator.deploy.probe import ProbeResult
     from generator.deploy.targets import CompiledDeployment, Deployment
 
 
@@ -79,9 +80,13 @@ def recipe_target(swarm: bool = True) -> Decorator:
 @click.option("--timeout", default=1800.0, show_default=True, help="Seconds to wait for the head to serve.")
 @click.option("--keep", is_flag=True, help="On failure, leave what started running (for debugging).")
 @click.option("--sync", is_flag=True, help="First put the image and the models on every node (`images`, `models`).")
+@click.option("--probe-timeout", default=600.0, show_default=True,
+              help="Seconds the first real request may take once the head serves (it may compile CUDA graphs).")
+@click.option("--no-probe", is_flag=True, help="Stop once the head lists the model; send no real request.")
 def up(recipe: str, cluster_path: Path | None, out_dir: Path | None, swarm: bool, timeout: float, keep: bool,
-       sync: bool) -> None:
-    """Preflight every node, start RECIPE's ranks, and wait until the head serves the model.
+       sync: bool, probe_timeout: float, no_probe: bool) -> None:
+    """Preflight every node, start RECIPE's ranks, wait until the head serves the model, then send it one real
+    request (a streamed chat completion) and print its time to first token and decode rate.
 
     First, once: this machine's Docker Compose and each node's Engine against the versions the files' headers
     name; an older one is one line and nothing starts."""
@@ -108,8 +113,11 @@ def up(recipe: str, cluster_path: Path | None, out_dir: Path | None, swarm: bool
     if failed:
         sys.exit(1)
     with Progress([t.name for t in dep.targets], dep.head.name) as progress:
-        result = actions.launch(dep, backend, timeout, keep, progress.update, found)
+        result = actions.launch(dep, backend, timeout, keep, progress.update, found,
+                                None if no_probe else probe_timeout)
     if result.ok:
+        if result.probe is not None:
+            click.echo(f"{dep.project}: first request: {probe_line(result.probe)}")
         click.echo(f"{dep.project}: serving {dep.plan.served_model_name} at {result.url}")
         return
     click.echo(f"{dep.project}: up failed: {result.failure}", err=True)
@@ -120,6 +128,30 @@ def up(recipe: str, cluster_path: Path | None, out_dir: Path | None, swarm: bool
     if result.cleanup is not None:
         _report_down(result.cleanup, err=True)
     sys.exit(1)
+
+
+def probe_line(result: ProbeResult) -> str:
+    """`TTFT <n> ms, <n> tok/s` and the answer's first words: one line a person reads at a glance."""
+    rate = f"{result.decode_tps:.1f} tok/s" if result.decode_tps is not None else "? tok/s"
+    words = result.text.split()
+    said = " ".join(words[:8]) + (" ..." if len(words) > 8 else "")
+    ttft = f"{result.ttft_ms:.0f}" if result.ttft_ms is not None else "?"
+    return f"TTFT {ttft} ms, {rate} ({result.tokens} tokens, counted from the {result.counted}): \"{said}\""
+
+
+@click.command()
+@recipe_target(swarm=False)
+@click.option("--probe-timeout", default=600.0, show_default=True, help="Seconds the request may take.")
+def smoke(recipe: str, cluster_path: Path | None, out_dir: Path | None, probe_timeout: float) -> None:
+    """Send RECIPE's running head one real request (what `up` ends with); exit 1 when it fails."""
+    from generator.deploy.probe import probe
+
+    dep = compiled(recipe, cluster_path, out_dir)
+    result = probe(dep.url, dep.plan.served_model_name, probe_timeout)
+    if not result.ok:
+        click.echo(f"{dep.project}: the request to {result.model} at {result.url} failed: {result.error}", err=True)
+        sys.exit(1)
+    click.echo(f"{dep.project}: {probe_line(result)}")
 
 
 def _report_down(result: DownResult, err: bool = False) -> None:
@@ -230,4 +262,4 @@ def images(recipe: str, cluster_path: Path | None, out_dir: Path | None) -> None
         sys.exit(1)
 
 
-COMMANDS = {"up": up, "down": down, "ps": ps, "status": ps, "logs": logs, "images": images}
+COMMANDS = {"up": up, "down": down, "ps": ps, "status": ps, "logs": logs, "images": images, "smoke": smoke}

@@ -11,6 +11,7 @@ from generator.deploy.backends.base import NOT_STARTED, Backend, Outcome, RankSt
 from generator.deploy.docker import merged_lines, output_of
 from generator.deploy.findings import Finding, errors
 from generator.deploy.preflight import preflight
+from generator.deploy.probe import PROBE_TIMEOUT, ProbeResult, first_request
 from generator.deploy.readiness import DeployFailed, wait_until_serving
 from generator.deploy.targets import CompiledDeployment, Deployment, Target, each
 from generator.plan import duration_seconds
@@ -45,6 +46,7 @@ class UpResult:
     failure: str | None = None  # why up failed after starting
     last_logs: dict[str, str] = field(default_factory=dict)  # node -> its rank's last log lines
     cleanup: DownResult | None = None  # what was stopped after a failure (None: --keep, or nothing started)
+    probe: ProbeResult | None = None  # the first request's answer (None: --no-probe, or up failed)
 
     @property
     def started(self) -> bool:
@@ -66,20 +68,25 @@ def check(dep: CompiledDeployment, backend: Backend,
 
 
 def launch(dep: CompiledDeployment, backend: Backend, timeout: float, keep: bool,
-           on_change: Callable[[str, str], None], checked: list[Finding]) -> UpResult:
-    """Start every rank (at once) and wait until the head serves. On failure: every rank's last log lines, then
-    everything stopped (unless keep). `checked`: what `check` found, without an error."""
+           on_change: Callable[[str, str], None], checked: list[Finding],
+           probe_timeout: float | None = PROBE_TIMEOUT) -> UpResult:
+    """Start every rank (at once), wait until the head serves, then send it one real request (unless
+    probe_timeout is None). On failure: every rank's last log lines, then everything stopped (unless keep).
+    `checked`: what `check` found, without an error."""
+    answer = None
     try:
         refused = [o for o in backend.start(dep) if not o.ok]
         if refused:
             raise DeployFailed("; ".join(f"{o.node}: start failed: {o.error}" for o in refused))
         wait_until_serving(dep, backend, timeout, on_change)
+        if probe_timeout is not None:
+            answer = first_request(dep, probe_timeout, on_change)
     except (DeployFailed, KeyboardInterrupt) as exc:
         failure = str(exc) or "interrupted"
     except Exception as exc:  # noqa: BLE001 - a docker error mid-way: reported like the rest, then cleaned up
         failure = str(exc) or type(exc).__name__
     else:
-        return UpResult(dep.project, checked, url=dep.url)
+        return UpResult(dep.project, checked, url=dep.url, probe=answer)
     logs = last_logs(dep)
     return UpResult(dep.project, checked, failure=failure, last_logs=logs,
                     cleanup=None if keep else down(dep, backend))
@@ -87,12 +94,13 @@ def launch(dep: CompiledDeployment, backend: Backend, timeout: float, keep: bool
 
 def up(dep: CompiledDeployment, backend: Backend, timeout: float, keep: bool,
        on_change: Callable[[str, str], None],
-       node_checks: Callable[[CompiledDeployment], list[Finding]] = preflight) -> UpResult:
+       node_checks: Callable[[CompiledDeployment], list[Finding]] = preflight,
+       probe_timeout: float | None = PROBE_TIMEOUT) -> UpResult:
     """`check`, then `launch` when nothing stands in the way."""
     found = check(dep, backend, node_checks)
     if errors(found):
         return UpResult(dep.project, found)
-    return launch(dep, backend, timeout, keep, on_change, found)
+    return launch(dep, backend, timeout, keep, on_change, found, probe_timeout)
 
 
 def down(dep: Deployment, backend: Backend) -> DownResult:

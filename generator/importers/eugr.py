@@ -5,9 +5,13 @@ str.format, so `{{` and `}}` are literal braces and a placeholder without a defa
 without Ray, solo or multi-node, `--distributed-executor-backend <x>` is cut out and lines left empty or holding
 only a continuation are dropped; a trailing continuation goes), its `export K="v"` of the recipe's env, and
 launch-cluster.sh's container: `-e NCCL_IGNORE_CPU_AFFINITY=1`, the Hugging Face cache, and its cache folders
-(~/.cache/vllm, ~/.cache/flashinfer, ~/.triton) mounted at root's; with Ray, run-cluster-node.sh's
-RAY_memory_monitor_refresh_ms=0 and the head's `ray start --disable-usage-stats`. The node count is eugr's
-tensor_parallel x pipeline_parallel from the defaults (solo_only: one node).
+(~/.cache/vllm, ~/.cache/flashinfer, ~/.triton) mounted at root's; on several nodes, Ray or not, the run-wide Ray
+variables its get_env_flags gives every container (RAY_memory_monitor_refresh_ms=0,
+RAY_num_prestart_python_workers=0, RAY_object_store_memory=1073741824: launch-cluster.sh of the recipe era,
+@6d4e37aa and @a10c3f73; solo containers get none at @a10c3f73); with Ray the `ray start` options its
+start_ray_head and start_ray_worker both pass (`--object-store-memory 1073741824 --num-cpus 2
+--disable-usage-stats`). The node count is eugr's tensor_parallel x pipeline_parallel from the defaults (solo_only:
+one node).
 """
 
 from __future__ import annotations
@@ -26,8 +30,12 @@ from generator.importers.yamlfile import YamlFile
 _BACKEND = re.compile(r"--distributed-executor-backend\s+\S+")
 _CACHES = (("~/.cache/vllm", "/root/.cache/vllm"), ("~/.cache/flashinfer", "/root/.cache/flashinfer"),
            ("~/.triton", "/root/.triton"))
+# launch-cluster.sh start_ray_head / start_ray_worker: the options both give `ray start`
+_RAY_ARGS = ("--object-store-memory", "1073741824", "--num-cpus", "2", "--disable-usage-stats")
 _LAUNCHER_ENV = {"NCCL_IGNORE_CPU_AFFINITY": "1"}  # launch-cluster.sh DOCKER_ARGS
-_RAY_ENV = {"RAY_memory_monitor_refresh_ms": "0"}  # run-cluster-node.sh, on Ray nodes
+# launch-cluster.sh get_env_flags: every container of a multi-node run, with or without Ray
+_CLUSTER_ENV = {"RAY_memory_monitor_refresh_ms": "0", "RAY_num_prestart_python_workers": "0",
+                "RAY_object_store_memory": "1073741824"}
 _SH_DOUBLE = re.compile(r'[$`"\\]')  # what `export K="v"` would expand or unescape
 _KNOWN = {"recipe_version", "name", "description", "model", "container", "command", "defaults", "env", "mods",
           "cluster_only", "solo_only", "build_args"}
@@ -93,15 +101,17 @@ class EugrImporter:
         if mods:
             fields.append(Field("mods", [f"mods/{m.name}" for m in mods], f"{doc.name}: mods"))
         if ray:
-            fields.append(Field("ray_args", ["--disable-usage-stats"],
-                                "run-cluster-node.sh's head `ray start ... --disable-usage-stats`"))
+            fields.append(Field("ray_args", list(_RAY_ARGS), "launch-cluster.sh's `ray start` on every node (the "
+                                                            "head's --include-dashboard=false has no every-node home)"))
         if cmd.args.strip():
             fields.append(Field("args", [cmd.args], f"{src}, formatted over defaults"))
         env = [EnvVar(str(k), str(v), f"{doc.name}: env.{k}") for k, v in env_in.items()]
         env += [EnvVar(k, v, f"{src}: set before `vllm serve`") for k, v in cmd.env]
-        launcher = {**_LAUNCHER_ENV, **(_RAY_ENV if ray else {})}
-        env += [EnvVar(k, v, "launch-cluster.sh / run-cluster-node.sh set it in every container")
-                for k, v in launcher.items() if k not in {e.name for e in env}]
+        env += [EnvVar(k, v, "launch-cluster.sh sets it in every container")
+                for k, v in _LAUNCHER_ENV.items() if k not in {e.name for e in env}]
+        if nodes > 1:
+            env += [EnvVar(k, v, "launch-cluster.sh sets it in every container of a multi-node run, Ray or not")
+                    for k, v in _CLUSTER_ENV.items() if k not in {e.name for e in env}]
         env, secret_fields, secret_notes = split_secrets(doc, env)
         fields += secret_fields
         if cmd.model is None:

@@ -8,7 +8,6 @@ python3 and nothing else, like a real engine image's base.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import socket
@@ -16,7 +15,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import NoReturn
 
@@ -173,28 +172,26 @@ def wait_for(log: Log, have: Callable[[], int], count: int, what: str) -> None:
     log(f"all {count} {what} joined")
 
 
-def serve(log: Log, host: str, port: int, model: str, owner: str) -> NoReturn:
-    """Answer GET /health and /v1/models (OpenAI's list shape) until stopped."""
-    models = json.dumps({"object": "list", "data": [
-        {"id": model, "object": "model", "owned_by": owner}]}).encode()
+def serve(log: Log, host: str, port: int, model: str, owner: str, flags: dict[str, str] | None = None) -> NoReturn:
+    """Serve the OpenAI API (labengine.openai_api) until stopped; over TLS when the flags give
+    --ssl-certfile and --ssl-keyfile, as vLLM and SGLang do."""
+    from labengine.openai_api import OpenAIHandler
 
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 (http.server's name)
-            body = {"/health": b"", "/v1/models": models}.get(self.path.split("?")[0])
-            self.send_response(404 if body is None else 200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body or b"")))
-            self.end_headers()
-            self.wfile.write(body or b"")
-
-        def log_message(self, format: str, *args: object) -> None:
-            pass  # a probe every half second would drown the lines tests read
-
+    handler = type("Handler", (OpenAIHandler,), {"served": model, "owner": owner})
     try:
-        server = ThreadingHTTPServer((host, port), Handler)
+        server = ThreadingHTTPServer((host, port), handler)
     except OSError as err:
         log.die(f"cannot serve on {host}:{port}: {err}")
-    log(f"serving {model} on http://{host}:{port}")
+    cert, key = (flags or {}).get("--ssl-certfile"), (flags or {}).get("--ssl-keyfile")
+    scheme = "http"
+    if cert:
+        import ssl
+
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(cert, key or None)
+        server.socket = context.wrap_socket(server.socket, server_side=True)
+        scheme = "https"
+    log(f"serving {model} on {scheme}://{host}:{port}")
     server.serve_forever()
     log.die("the HTTP server stopped")
 

@@ -139,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     if "--headless" in flags:
         log("headless rank 0: not serving HTTP")
         stay()
-    serve(log, host, n["port"], served, "vllm")
+    serve(log, host, n["port"], served, "vllm", flags)
 
 
 def start_ray_workers(world_size: int) -> None:

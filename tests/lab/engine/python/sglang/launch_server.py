@@ -35,7 +35,8 @@ def main(args: list[str]) -> None:
             join(log, host, port, f"rank {n['rank']}")
             stay()
         Rendezvous(log, int(port), "/tmp/sglang/ranks").wait(n["nnodes"] - 1, "ranks")
-    serve(log, flags.get("--host", "127.0.0.1"), n["port"], flags.get("--served-model-name") or model, "sglang")
+    serve(log, flags.get("--host", "127.0.0.1"), n["port"], flags.get("--served-model-name") or model, "sglang",
+          flags)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,172 @@
+"""Running llama-benchy (the pinned `bench` extra) against a running head: its checks first, each a clear error
+(the extra missing, the tokenizer not found, the head not serving), then the benchmark as a child process whose
+lines are passed on as they come, bounded by a timeout, and its JSON report read back.
+
+Two llama-benchy habits are worked around here, not patched: it reads its prompts from a book it downloads
+(`--book-url`), caching it as ~/.cache/llama-benchy/<md5 of the URL>.txt, so `--text FILE` runs it with a
+HOME of its own holding FILE under that name (the Hugging Face cache stays where it was); and a tokenizer it
+cannot load silently becomes gpt2's, so the tokenizer is loaded here first and a failure stops the run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import Any, Callable
+from urllib.parse import urlsplit
+
+from generator.bench.options import INSTALL, LLAMA_BENCHY, BenchOptions
+
+OUTPUT_TAIL = 15  # lines of llama-benchy's output shown when it fails
+
+
+class BenchError(Exception):
+    """`bench` cannot run or did not finish: one line saying why and what to do."""
+
+
+@dataclass(frozen=True)
+class BenchRequest:
+    url: str  # the head's base URL (no /v1)
+    served: str  # the name the engine serves: every request asks for it (asking the HF id gets a 404)
+    model: str  # the Hugging Face id: llama-benchy's --model, and the default tokenizer
+    options: BenchOptions
+    text: Path | None  # a local text to cut prompts from, instead of downloading a book
+
+    @property
+    def tokenizer(self) -> str:
+        return self.options.tokenizer or self.model
+
+
+def llama_benchy_version() -> str:
+    """The installed llama-benchy's version, or BenchError saying how to install the extra."""
+    try:
+        version = metadata.version("llama-benchy")
+    except metadata.PackageNotFoundError:
+        raise BenchError(f"llama-benchy is not installed (the `bench` extra): {INSTALL}") from None
+    if version != LLAMA_BENCHY:
+        raise BenchError(f"llama-benchy {version} is installed; recipegen reads {LLAMA_BENCHY}'s report: {INSTALL}")
+    return version
+
+
+def check_tokenizer(name: str) -> str:
+    """Load the tokenizer as llama-benchy will (a tokenizer.json, a folder holding one, or a Hugging Face id);
+    BenchError when it cannot be, rather than llama-benchy's silent fall-back to gpt2's."""
+    try:
+        from tokenizers import Tokenizer
+    except ImportError:
+        raise BenchError(f"the tokenizers library is missing (the `bench` extra): {INSTALL}") from None
+    path = Path(name).expanduser()
+    if path.exists():
+        file = path / "tokenizer.json" if path.is_dir() else path
+        if not file.is_file():
+            raise BenchError(f"tokenizer not found: {path} has no tokenizer.json")
+        try:
+            Tokenizer.from_file(str(file))
+        except Exception as err:  # noqa: BLE001 - the library's own error types are not public
+            raise BenchError(f"tokenizer {file} cannot be read: {err}") from None
+        return str(file)
+    if name.startswith(("/", ".", "~")) or name.count("/") > 1:
+        raise BenchError(f"tokenizer not found: no file or folder {name}")
+    try:
+        Tokenizer.from_pretrained(name)
+    except Exception as err:  # noqa: BLE001
+        raise BenchError(f"tokenizer {name} not found in the Hugging Face cache nor downloadable ({err}); "
+                         "give --tokenizer PATH (a tokenizer.json or its folder)") from None
+    return name
+
+
+def command(request: BenchRequest, tokenizer: str, report: Path, book_url: str | None) -> list[str]:
+    argv = [sys.executable, "-m", "llama_benchy", "--base-url", f"{request.url}/v1", "--model", request.model,
+            "--served-model-name", request.served, "--tokenizer", tokenizer, *request.options.argv(),
+            "--format", "json", "--save-result", str(report), "--emit-progress", "-"]
+    return argv + (["--book-url", book_url] if book_url else [])
+
+
+def environment(request: BenchRequest, home: Path | None) -> dict[str, str]:
+    """The child's environment: the head reached directly (no proxy), and with --text a HOME of its own while
+    the Hugging Face cache stays the user's."""
+    env = dict(os.environ)
+    host = urlsplit(request.url).hostname or ""
+    for name in ("NO_PROXY", "no_proxy"):
+        env[name] = ",".join(p for p in (env.get(name, ""), host) if p)
+    if home is not None:
+        env.setdefault("HF_HOME", os.environ.get("HF_HOME") or str(Path.home() / ".cache" / "huggingface"))
+        env["HOME"] = str(home)
+    return env
+
+
+def run(request: BenchRequest, on_line: Callable[[str], None],
+        on_event: Callable[[dict[str, Any]], None] = lambda e: None) -> dict[str, Any]:
+    """llama-benchy's JSON report of this request; BenchError when it fails or runs out of time."""
+    tokenizer = check_tokenizer(request.tokenizer)
+    with tempfile.TemporaryDirectory(prefix="recipegen-bench-") as scratch:
+        home = book_url = None
+        if request.text is not None:
+            if not request.text.is_file():
+                raise BenchError(f"--text {request.text}: no such file")
+            home = Path(scratch) / "home"
+            book_url = request.text.resolve().as_uri()
+            cache = home / ".cache" / "llama-benchy"
+            cache.mkdir(parents=True)
+            name = hashlib.md5(book_url.encode()).hexdigest()  # noqa: S324 - llama-benchy's cache key, not security
+            (cache / f"{name}.txt").write_text(request.text.read_text("utf-8", errors="replace"), "utf-8")
+        report = Path(scratch) / "report.json"
+        tail = _run(command(request, tokenizer, report, book_url), environment(request, home),
+                    request.options.timeout, on_line, on_event)
+        if not report.is_file():
+            shown = "\n".join(tail)
+            raise BenchError(f"llama-benchy wrote no report; its last lines:\n{shown}")
+        data: dict[str, Any] = json.loads(report.read_text("utf-8"))
+        return data
+
+
+def _run(argv: list[str], env: dict[str, str], timeout: float | None, on_line: Callable[[str], None],
+         on_event: Callable[[dict[str, Any]], None]) -> list[str]:
+    """Run llama-benchy: its progress events come on stdout (`--emit-progress -` moves its own prints to stderr),
+    its lines on stderr, read on a thread of their own. Returns its last lines."""
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            errors="replace", stdin=subprocess.DEVNULL)
+    timer = threading.Timer(timeout, proc.kill) if timeout else None
+    if timer:
+        timer.start()
+    tail: list[str] = []
+
+    def lines() -> None:
+        nonlocal tail
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            tail = (tail + [line.rstrip("\n")])[-OUTPUT_TAIL:]
+            on_line(tail[-1])
+
+    reader = threading.Thread(target=lines, daemon=True)
+    reader.start()
+    try:
+        assert proc.stdout is not None
+        for raw in proc.stdout:
+            try:
+                event = json.loads(raw)
+            except ValueError:
+                continue
+            if isinstance(event, dict):
+                on_event(event)
+        code = proc.wait()
+        reader.join(timeout=10)
+    finally:
+        if timer:
+            timer.cancel()
+        if proc.poll() is None:  # interrupted: the child goes too
+            proc.kill()
+            proc.wait()
+    if code != 0:
+        shown = "\n".join(tail)
+        why = f"did not finish within {timeout:.0f}s" if timer and code == -9 else f"failed (exit {code})"
+        raise BenchError(f"llama-benchy {why}; its last lines:\n{shown}")
+    return tail
