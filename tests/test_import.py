@@ -558,3 +558,24 @@ def test_a_token_in_the_command_or_setup_is_refused_and_not_echoed(project, text
     assert result.exit_code == 1 and len(result.stderr.splitlines()) == 1, result.output
     assert f": error: {key}: " in result.stderr and TOKEN not in result.output
     assert tree(project) == before
+
+
+@pytest.mark.parametrize("text,line,key", [
+    ("CLUSTER_NODES=10.0.0.1\nMASTER_PORT=99999\n", 2, "MASTER_PORT"),
+    ("CLUSTER_NODES=10.0.0.1\nMASTER_PORT=0\n", 2, "MASTER_PORT"),
+    ("CLUSTER_NODES=10.0.0.1,10.0.0.2,10.0.0.1\n", 1, "CLUSTER_NODES"),
+])
+def test_an_env_the_cluster_file_would_refuse_is_one_line_and_nothing_written(project, text, line, key):
+    """What the import writes must validate: a port out of range or a node twice is refused at its line."""
+    f = write(project / "e" / ".env", text)
+    before = tree(project)
+    result = run("import", "--force", str(f))
+    assert result.exit_code == 1, result.output
+    assert f".env:{line}:" in result.stderr and f"error: {key}:" in result.stderr
+    assert len(result.stderr.splitlines()) == 1 and tree(project) == before
+
+
+def test_a_sparkrun_cluster_naming_a_host_twice_is_refused(project):
+    f = write(project / "c" / "duo.yaml", "name: duo\nhosts:\n  - 10.0.0.1\n  - 10.0.0.1\n")
+    result = run("import", "--dry-run", str(f))
+    assert result.exit_code == 1 and "duo.yaml:2:1: error: hosts:" in result.stderr, result.output

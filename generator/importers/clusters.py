@@ -94,8 +94,8 @@ def _eugr_env(path: Path) -> ImportedCluster:
     fields: list[Field] = [Field("name", _stem(path), f"{src}: the file's folder")]
     if "MASTER_PORT" in values:
         port = values["MASTER_PORT"][0]
-        if not port.isdigit():
-            raise fail("MASTER_PORT", f"{port!r} is not a port number")
+        if not port.isdigit() or not 1 <= int(port) <= 65535:
+            raise fail("MASTER_PORT", f"{port!r} is not a port number (1 to 65535)")
         fields.append(Field("master_port", int(port), f"{src}: MASTER_PORT"))
     env: list[EnvVar] = []
     pass_env: list[str] = []
@@ -121,9 +121,7 @@ def _eugr_env(path: Path) -> ImportedCluster:
             named.append(NotCarried(key, number, "a setting of eugr's scripts with no recipegen home"))
     if pass_env:
         fields.append(Field("pass_env", pass_env, f"{src}: CONTAINER_* secrets, passed by name"))
-    nodes = tuple(NodeEntry(f"spark{i + 1}", _ipv4(h, lambda m: fail("CLUSTER_NODES", m)), h,
-                            f"{src}: CLUSTER_NODES[{i}]" + (" (the head)" if i == 0 else ""))
-                  for i, h in enumerate(hosts))
+    nodes = _nodes(hosts, f"{src}: CLUSTER_NODES", lambda m: fail("CLUSTER_NODES", m))
     return ImportedCluster(path, "eugr .env", tuple(fields), tuple(env), nodes, tuple(named))
 
 
@@ -146,9 +144,20 @@ def _sparkrun(doc: YamlFile) -> ImportedCluster:
     named.append(NotCarried("hosts", doc.line("hosts"), "sparkrun detects each node's CX7 address and interfaces at "
                                                        "run time: the addresses below are the hosts as given; run "
                                                        "`recipegen cluster probe` for the fabric's and its [env]"))
-    nodes = tuple(NodeEntry(f"spark{i + 1}", _ipv4(h, lambda m: doc.error("hosts", m)), h,
-                            f"{src}: hosts[{i}]" + (" (the head)" if i == 0 else "")) for i, h in enumerate(hosts))
+    nodes = _nodes(hosts, f"{src}: hosts", lambda m: doc.error("hosts", m))
     return ImportedCluster(doc.path, "sparkrun cluster", tuple(fields), (), nodes, tuple(named))
+
+
+def _nodes(hosts: list[str], source: str, fail: Callable[[str], Exception]) -> tuple[NodeEntry, ...]:
+    """The nodes, head first, each at its own address (the cluster file refuses an address given twice)."""
+    nodes: list[NodeEntry] = []
+    for i, host in enumerate(hosts):
+        address = _ipv4(host, fail)
+        twice = next((n for n in nodes if n.address == address), None)
+        if twice is not None:
+            raise fail(f"'{host}' is given twice ({twice.source} and [{i}]): each node has its own address")
+        nodes.append(NodeEntry(f"spark{i + 1}", address, host, f"{source}[{i}]" + (" (the head)" if i == 0 else "")))
+    return tuple(nodes)
 
 
 def _ipv4(host: str, fail: Callable[[str], Exception]) -> str:
