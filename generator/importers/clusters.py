@@ -153,9 +153,9 @@ def _nodes(hosts: list[str], source: str, fail: Callable[[str], Exception]) -> t
     nodes: list[NodeEntry] = []
     for i, host in enumerate(hosts):
         address = _ipv4(host, fail)
-        twice = next((n for n in nodes if n.address == address), None)
-        if twice is not None:
-            raise fail(f"'{host}' is given twice ({twice.source} and [{i}]): each node has its own address")
+        first = next((j for j, n in enumerate(nodes) if n.address == address), None)
+        if first is not None:
+            raise fail(f"'{host}' is given twice (entries {first + 1} and {i + 1}): each node has its own address")
         nodes.append(NodeEntry(f"spark{i + 1}", address, host, f"{source}[{i}]" + (" (the head)" if i == 0 else "")))
     return tuple(nodes)
 
