@@ -579,3 +579,18 @@ def test_a_sparkrun_cluster_naming_a_host_twice_is_refused(project):
     f = write(project / "c" / "duo.yaml", "name: duo\nhosts:\n  - 10.0.0.1\n  - 10.0.0.1\n")
     result = run("import", "--dry-run", str(f))
     assert result.exit_code == 1 and "duo.yaml:2:1: error: hosts:" in result.stderr, result.output
+
+
+@pytest.mark.parametrize("executor,line,key", [("  shm_size: 32gigs\n", 4, "executor_config.shm_size"),
+                                               ("  ipc: weird\n", 4, "executor_config.ipc")])
+def test_a_value_the_recipe_schema_refuses_is_one_line_at_the_peer_key(project, executor, line, key):
+    """The import never writes a recipe validate refuses: a peer value the recipe's schema rejects is named at
+    its own line in the peer file."""
+    f = write(project / "peer" / "ex.yaml", f"model: a/b\ncontainer: i\nexecutor_config:\n{executor}"
+              "command: vllm serve {model}\n")
+    before = tree(project)
+    result = run("import", str(f))
+    assert result.exit_code == 1, result.output
+    assert f"ex.yaml:{line}:1: error: {key}: " in result.stderr and len(result.stderr.splitlines()) == 1, \
+        result.stderr
+    assert tree(project) == before

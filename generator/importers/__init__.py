@@ -11,14 +11,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from generator.diagnostics import Diagnostic, RecipegenError, display_path
-from generator.importers.base import ImportedRecipe, Importer, ImportOptions as ImportOptions
+from generator.importers.base import ImportedRecipe, Importer, ImportOptions as ImportOptions, peer_key
 from generator.importers.clusters import (ImportedCluster, convert_cluster, is_cluster_file, render_cluster,
                                           write_cluster)
 from generator.importers.eugr import EugrImporter
 from generator.importers.passenv import refuse_tokens
 from generator.importers.sparkrun import SparkrunImporter
 from generator.importers.writer import render, write_recipes
-from generator.importers.yamlfile import read
+from generator.importers.yamlfile import YamlFile, read
 from generator.model import RECIPE_ID
 
 IMPORTERS: tuple[Importer, ...] = (EugrImporter(), SparkrunImporter())
@@ -51,12 +51,19 @@ def recipe_id_from(stem: str) -> str:
 
 
 def convert(path: Path, options: ImportOptions) -> ImportedRecipe:
+    return _convert(path, options)[0]
+
+
+def _convert(path: Path, options: ImportOptions) -> tuple[ImportedRecipe, str]:
+    """The import and its recipe TOML, which holds no secret and is a recipe the schema accepts."""
     doc = read(path)
     for importer in IMPORTERS:
         if importer.accepts(doc):
             imported = importer.convert(doc, options)
             refuse_tokens(doc, imported.fields + imported.bench)
-            return imported
+            text = render(imported)
+            _refuse_invalid(doc, imported, text)
+            return imported, text
     if "recipe_version" not in doc.data:
         raise RecipegenError(Diagnostic(display_path(path), 1, 1, None, "not an eugr or sparkrun recipe: no "
                                         "recipe_version, command, container or model"))
@@ -70,12 +77,29 @@ def _prepare(path: Path, rid: str, recipes_dir: Path, options: ImportOptions, fo
     if not RECIPE_ID.match(rid):
         raise RecipegenError(Diagnostic(display_path(path), None, None, "--id",
                                         f"'{rid}' is not a recipe id (lower-case letters, digits, '_' and '-')"))
-    imported = convert(path, options)
+    imported, text = _convert(path, options)
     folder = recipes_dir / rid
     if not dry_run and not force and folder.exists():
         raise RecipegenError(Diagnostic(display_path(folder), None, None, None,
                                         "a recipe with this id exists: pass --force to replace it, or --id"))
-    return ImportResult(rid, folder, render(imported), imported, not dry_run)
+    return ImportResult(rid, folder, text, imported, not dry_run)
+
+
+def _refuse_invalid(doc: YamlFile, imported: ImportedRecipe, text: str) -> None:
+    """A value the recipe schema refuses (`validate` would) is one line at the peer key it came from."""
+    from generator.schemas import validate_document
+    from generator.tomldoc import parse_toml
+
+    errors = [d for d in validate_document(parse_toml(text, Path("recipe.toml")), "recipe") if d.is_error]
+    if not errors:
+        return
+    key = errors[0].key or ""
+    table, _, name = key.partition(".")
+    sources = {f.key: f.source for f in imported.fields}
+    sources |= {f"env.{v.name}": v.source for v in imported.env} | {f"bench.{f.key}": f.source for f in imported.bench}
+    source = sources.get(f"{table}.{name.split('.')[0]}") or sources.get(table, "")
+    raise doc.error(peer_key(doc, key or "recipe_version", source),
+                    f"the recipe's `{key}` would be invalid: {errors[0].message}")
 
 
 def import_recipe(path: Path, recipes_dir: Path, recipe_id: str | None, options: ImportOptions,

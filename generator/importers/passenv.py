@@ -4,7 +4,7 @@ named; a token anywhere else the import would write (the command, pre_exec) refu
 
 from __future__ import annotations
 
-from generator.importers.base import EnvVar, Field, NotCarried, TomlValue
+from generator.importers.base import EnvVar, Field, NotCarried, TomlValue, peer_key
 from generator.importers.yamlfile import YamlFile
 from generator.lint import SECRET_VALUE, secret_env
 
@@ -26,10 +26,7 @@ def refuse_tokens(doc: YamlFile, fields: tuple[Field, ...]) -> None:
     the terminal and CI logs are no place for it either)."""
     for field in fields:
         if _holds_token(field.value):
-            said = field.source.removeprefix(f"{doc.name}: ")
-            key = said if said != field.source and said[:1].isalpha() else field.key
-            key = key.split(",")[0].split(" ")[0].split(":")[0]
-            raise doc.error(key if doc.line(key) else field.key,
+            raise doc.error(peer_key(doc, field.key, field.source),
                             f"holds what looks like a secret, which the recipe's `{field.key}` would carry into out/: "
                             "remove it from the file and give it to the engine from the environment (`pass_env`)")
 
