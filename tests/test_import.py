@@ -594,3 +594,11 @@ def test_a_value_the_recipe_schema_refuses_is_one_line_at_the_peer_key(project, 
     assert f"ex.yaml:{line}:1: error: {key}: " in result.stderr and len(result.stderr.splitlines()) == 1, \
         result.stderr
     assert tree(project) == before
+
+
+def test_a_file_inside_the_folder_it_would_replace_is_refused_not_deleted(project):
+    f = write(project / "recipes" / "m" / "m.yaml", "model: a/b\ncontainer: i\ncommand: vllm serve {model}\n")
+    result = run("import", "--force", str(f))
+    assert result.exit_code == 1 and "m.yaml" in result.stderr and len(result.stderr.splitlines()) == 1, \
+        result.output
+    assert f.is_file()  # the peer file itself survives

@@ -79,6 +79,10 @@ def _prepare(path: Path, rid: str, recipes_dir: Path, options: ImportOptions, fo
                                         f"'{rid}' is not a recipe id (lower-case letters, digits, '_' and '-')"))
     imported, text = _convert(path, options)
     folder = recipes_dir / rid
+    if not dry_run and path.resolve().is_relative_to(folder.resolve()):  # --force would delete the file itself
+        raise RecipegenError(Diagnostic(display_path(path), None, None, None,
+                                        f"lies in {display_path(folder)}, the folder the import replaces: move it "
+                                        "out first, or import it with another --id"))
     if not dry_run and not force and folder.exists():
         raise RecipegenError(Diagnostic(display_path(folder), None, None, None,
                                         "a recipe with this id exists: pass --force to replace it, or --id"))
