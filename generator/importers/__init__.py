@@ -126,6 +126,8 @@ def import_files(files: list[Path], recipes_dir: Path, cluster_target: Path, rec
         raise ImportUsageError("one cluster file at a time: it becomes the project's cluster.toml")
     if recipe_id is not None and len(recipes) != 1:
         raise ImportUsageError("--id names one recipe: give one recipe FILE with it")
+    if recipe_id is not None and not RECIPE_ID.match(recipe_id):
+        raise ImportUsageError(f"--id '{recipe_id}' is not a recipe id (lower-case letters, digits, '_' and '-')")
     ids = [recipe_id or recipe_id_from(f.stem) for f in recipes]
     if len(set(ids)) < len(ids):
         raise ImportUsageError(f"two FILES would both become recipe '{max(ids, key=ids.count)}': import them "
