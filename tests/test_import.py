@@ -603,3 +603,14 @@ def test_a_file_inside_the_folder_it_would_replace_is_refused_not_deleted(projec
     assert result.exit_code == 1 and "m.yaml" in result.stderr and len(result.stderr.splitlines()) == 1, \
         result.output
     assert f.is_file()  # the peer file itself survives
+
+
+@pytest.mark.parametrize("extra,line,key", [("user: John.Doe\n", 3, "user"), ("cache_dir: hf\n", 3, "cache_dir")])
+def test_a_sparkrun_cluster_value_the_cluster_schema_refuses_is_one_line_at_its_key(project, extra, line, key):
+    f = write(project / "c" / "duo.yaml", "name: duo\nhosts: [10.0.0.1, 10.0.0.2]\n" + extra)
+    before = tree(project)
+    result = run("import", "--force", str(f))
+    assert result.exit_code == 1, result.output
+    assert f"duo.yaml:{line}:1: error: {key}: " in result.stderr and len(result.stderr.splitlines()) == 1, \
+        result.stderr
+    assert tree(project) == before

@@ -12,12 +12,11 @@ from pathlib import Path
 
 from generator.diagnostics import Diagnostic, RecipegenError, display_path
 from generator.importers.base import ImportedRecipe, Importer, ImportOptions as ImportOptions, peer_key
-from generator.importers.clusters import (ImportedCluster, convert_cluster, is_cluster_file, render_cluster,
-                                          write_cluster)
+from generator.importers.clusters import ImportedCluster, convert_cluster, is_cluster_file, write_cluster
 from generator.importers.eugr import EugrImporter
 from generator.importers.passenv import refuse_tokens
 from generator.importers.sparkrun import SparkrunImporter
-from generator.importers.writer import render, write_recipes
+from generator.importers.writer import render, schema_error, write_recipes
 from generator.importers.yamlfile import YamlFile, read
 from generator.model import RECIPE_ID
 
@@ -91,19 +90,16 @@ def _prepare(path: Path, rid: str, recipes_dir: Path, options: ImportOptions, fo
 
 def _refuse_invalid(doc: YamlFile, imported: ImportedRecipe, text: str) -> None:
     """A value the recipe schema refuses (`validate` would) is one line at the peer key it came from."""
-    from generator.schemas import validate_document
-    from generator.tomldoc import parse_toml
-
-    errors = [d for d in validate_document(parse_toml(text, Path("recipe.toml")), "recipe") if d.is_error]
-    if not errors:
+    error = schema_error(text, "recipe")
+    if error is None:
         return
-    key = errors[0].key or ""
+    key = error.key or ""
     table, _, name = key.partition(".")
     sources = {f.key: f.source for f in imported.fields}
     sources |= {f"env.{v.name}": v.source for v in imported.env} | {f"bench.{f.key}": f.source for f in imported.bench}
     source = sources.get(f"{table}.{name.split('.')[0]}") or sources.get(table, "")
     raise doc.error(peer_key(doc, key or "recipe_version", source),
-                    f"the recipe's `{key}` would be invalid: {errors[0].message}")
+                    f"the recipe's `{key}` would be invalid: {error.message}")
 
 
 def import_recipe(path: Path, recipes_dir: Path, recipe_id: str | None, options: ImportOptions,
@@ -134,11 +130,11 @@ def import_files(files: list[Path], recipes_dir: Path, cluster_target: Path, rec
                                f"one at a time with --id")
     cluster = None
     if clusters:
-        imported = convert_cluster(clusters[0])
+        imported, text = convert_cluster(clusters[0])
         if not dry_run and not force and cluster_target.exists():
             raise RecipegenError(Diagnostic(display_path(cluster_target), None, None, None,
                                             "the project has a cluster file: pass --force to replace it"))
-        cluster = ClusterResult(cluster_target, render_cluster(imported), imported, not dry_run)
+        cluster = ClusterResult(cluster_target, text, imported, not dry_run)
     results = [_prepare(f, rid, recipes_dir, options, force, dry_run) for f, rid in zip(recipes, ids)]
     if not dry_run:
         write_recipes([(r.folder, r.text, r.imported) for r in results],

@@ -22,7 +22,7 @@ from typing import Callable
 
 from generator.diagnostics import Diagnostic, RecipegenError, display_path
 from generator.importers.base import EnvVar, Field, NotCarried
-from generator.importers.writer import comment, entry
+from generator.importers.writer import comment, entry, schema_error
 from generator.importers.yamlfile import YamlFile, read, read_text
 from generator.lint import secret_env
 
@@ -64,11 +64,25 @@ def is_cluster_file(path: Path) -> bool:
     return "hosts" in doc.data and "command" not in doc.data
 
 
-def convert_cluster(path: Path) -> ImportedCluster:
-    return _eugr_env(path) if path.name == ".env" or path.name.endswith(".env") else _sparkrun(read(path))
+def convert_cluster(path: Path) -> tuple[ImportedCluster, str]:
+    """The import and its cluster TOML, which the cluster schema accepts."""
+    if path.name == ".env" or path.name.endswith(".env"):
+        imported, fail = _eugr_env(path)
+    else:
+        doc = read(path)
+        imported, fail = _sparkrun(doc), lambda key, message: doc.error(key, message)
+    text = render_cluster(imported)
+    error = schema_error(text, "cluster")
+    if error is not None:  # at the peer key the value came from, as its comment names it
+        key = error.key or ""
+        source = next((f.source for f in imported.fields if f.key == key.split(".")[0]), "")
+        said = source.removeprefix(f"{path.name}: ")
+        raise fail(said.split(" ")[0] if said != source else key,
+                   f"the cluster file's `{key}` would be invalid: {error.message}")
+    return imported, text
 
 
-def _eugr_env(path: Path) -> ImportedCluster:
+def _eugr_env(path: Path) -> tuple[ImportedCluster, Callable[[str, str], RecipegenError]]:
     shown, src = display_path(path), path.name
     values: dict[str, tuple[str, int]] = {}
     for number, raw in enumerate(read_text(path).splitlines(), 1):
@@ -122,7 +136,7 @@ def _eugr_env(path: Path) -> ImportedCluster:
     if pass_env:
         fields.append(Field("pass_env", pass_env, f"{src}: CONTAINER_* secrets, passed by name"))
     nodes = _nodes(hosts, f"{src}: CLUSTER_NODES", lambda m: fail("CLUSTER_NODES", m))
-    return ImportedCluster(path, "eugr .env", tuple(fields), tuple(env), nodes, tuple(named))
+    return ImportedCluster(path, "eugr .env", tuple(fields), tuple(env), nodes, tuple(named)), fail
 
 
 def _sparkrun(doc: YamlFile) -> ImportedCluster:

@@ -102,6 +102,16 @@ def _check(text: str, imported: ImportedRecipe) -> None:
         raise ValueError(f"recipegen import wrote TOML that reads back differently: {wrong or ['env']}")
 
 
+def schema_error(text: str, kind: str) -> Diagnostic | None:
+    """The first error `validate` would find in the written file's schema (recipe or cluster), if any: an import
+    never writes a file validate refuses."""
+    from generator.schemas import validate_document
+    from generator.tomldoc import parse_toml
+
+    errors = [d for d in validate_document(parse_toml(text, Path(f"{kind}.toml")), kind) if d.is_error]
+    return errors[0] if errors else None
+
+
 def write_recipes(recipes: list[tuple[Path, str, ImportedRecipe]], before_swap: Callable[[], None] = lambda: None,
                   ) -> None:
     """Each recipes/<id>/ (folder, its recipe.toml text, its import) with mods/<name>/ copied, swapped in whole
