@@ -16,9 +16,10 @@ from click.testing import CliRunner
 
 from generator.deploy import actions
 from generator.deploy import findings as codes
-from generator.deploy.backends.base import Outcome, RankState
+from generator.deploy.backends.base import Outcome, RankState, Removal
 from generator.deploy.backends.compose import rank_state
 from generator.deploy.backends.swarm import task_state
+from generator.deploy.port import PortHolder
 from generator.deploy.docker import DockerError, Failure
 from generator.deploy.findings import Finding, Severity
 from generator.deploy.targets import CompiledDeployment, Deployment, Target
@@ -131,6 +132,7 @@ class FakeBackend:
     stop_errors: dict[str, str] = field(default_factory=dict)
     ranks: dict[str, object] = field(default_factory=dict)  # node -> state function
     left: dict[str, list[str]] = field(default_factory=dict)  # wait_gone's answer
+    there: dict[str, set[str]] = field(default_factory=dict)  # node -> the recipe's containers on it
     calls: list[str] = field(default_factory=list)
     name: str = "fake"
 
@@ -144,7 +146,23 @@ class FakeBackend:
 
     def start(self, dep: CompiledDeployment) -> list[Outcome]:
         self.calls.append("start")
+        for t in dep.targets:  # Compose leaves a running rank alone: a node with one gets nothing new
+            if not self.there.get(t.name):
+                self.there[t.name] = {f"new-{t.name}"}
         return [Outcome(t.name, self.start_errors.get(t.name)) for t in dep.targets]
+
+    def existing(self, dep: Deployment) -> dict[str, frozenset[str] | None]:
+        return {t.name: frozenset(self.there.get(t.name, ())) for t in dep.targets}
+
+    def remove_new(self, dep: Deployment, before: dict[str, frozenset[str] | None]) -> list[Removal]:
+        self.calls.append("remove_new")
+        out = []
+        for t in dep.targets:
+            now = self.there.get(t.name, set())
+            new = now - set(before.get(t.name) or ())
+            self.there[t.name] = now - new
+            out.append(Removal(t.name, tuple(sorted(new)), tuple(sorted(now - new))))
+        return out
 
     def states(self, dep: Deployment) -> list[RankState]:
         return [self.ranks.get(t.name, running)(t) for t in dep.targets]  # type: ignore[operator]
@@ -196,15 +214,27 @@ def test_up_that_a_rank_dies_in_shows_every_ranks_logs_and_cleans_up(deployment:
     assert result.started and not result.ok
     assert result.failure is not None and result.failure.startswith("rank on spark2 is exited: exit 137")
     assert result.last_logs == {"spark1": "last words of spark1", "spark2": "last words of spark2"}
-    assert result.cleanup is not None and result.cleanup.ok
-    assert backend.calls[-2:] == ["stop", "wait_gone:spark1,spark2"]
+    assert result.cleanup == [Removal("spark1", ("new-spark1",)), Removal("spark2", ("new-spark2",))]
+    assert backend.calls[-1] == "remove_new" and "stop" not in backend.calls
+    assert backend.there == {"spark1": set(), "spark2": set()}
+
+
+def test_a_failed_up_leaves_an_earlier_deployment_it_did_not_start(deployment: CompiledDeployment,
+                                                                    monkeypatch: pytest.MonkeyPatch):
+    """Issue 22: the cleanup of a failed `up` removes only what it started, never what ran before it."""
+    monkeypatch.setattr(actions, "last_logs", lambda dep: {})
+    backend = FakeBackend(ranks={"spark2": exited}, there={"spark1": {"earlier-head"}})
+    result = up(deployment, backend)
+    assert not result.ok
+    assert result.cleanup == [Removal("spark1", (), ("earlier-head",)), Removal("spark2", ("new-spark2",))]
+    assert backend.there == {"spark1": {"earlier-head"}, "spark2": set()}
 
 
 def test_up_with_keep_leaves_the_failed_ranks(deployment: CompiledDeployment):
     backend = FakeBackend(start_errors={"spark1": "refused"})
     result = up(deployment, backend, keep=True)
     assert result.failure == "spark1: start failed: refused" and result.cleanup is None
-    assert "stop" not in backend.calls
+    assert "stop" not in backend.calls and "remove_new" not in backend.calls
 
 
 def test_up_succeeds_when_the_head_serves(deployment: CompiledDeployment, monkeypatch: pytest.MonkeyPatch):
@@ -214,10 +244,38 @@ def test_up_succeeds_when_the_head_serves(deployment: CompiledDeployment, monkey
     answers = {f"{deployment.url}/health": b"", f"{deployment.url}/v1/models": json.dumps(
         {"data": [{"id": served}]}).encode()}
     monkeypatch.setattr(readiness, "_get", lambda url: answers.get(url))
+    asked = []
+
+    def own_head(node, image, port):  # the fixture's head has no verdict of its healthcheck yet: the node is asked
+        asked.append((node.name, port))
+        return PortHolder(42, "vllm", "f" * 64, f"{deployment.project}-engine-1", deployment.project, "0")
+
+    monkeypatch.setattr(readiness, "holder_or_reason", own_head)
     # The first request (tests/test_first_request.py) answers.
     monkeypatch.setattr(probe, "probe", lambda url, model, timeout: probe.ProbeResult(url, model, text="hi"))
     result = up(deployment, FakeBackend())
     assert result.ok and result.url == deployment.url
+    assert asked == [("spark1", deployment.plan.serve_port)]
+
+
+def test_up_fails_when_another_process_answers_on_the_heads_port(deployment: CompiledDeployment,
+                                                                 monkeypatch: pytest.MonkeyPatch):
+    """Issue 22: another recipe's engine answering with the same served name is not this recipe serving."""
+    from generator.deploy import readiness
+
+    served = deployment.plan.served_model_name
+    answers = {f"{deployment.url}/health": b"", f"{deployment.url}/v1/models": json.dumps(
+        {"data": [{"id": served}]}).encode()}
+    monkeypatch.setattr(readiness, "_get", lambda url: answers.get(url))
+    monkeypatch.setattr(readiness, "holder_or_reason",
+                        lambda node, image, port: PortHolder(7, "vllm", "e" * 64, "other-engine-1", "other", "0"))
+    monkeypatch.setattr(actions, "last_logs", lambda dep: {})
+    backend = FakeBackend()
+    result = up(deployment, backend)
+    assert not result.ok and result.failure is not None
+    assert result.failure.startswith(f"port {deployment.plan.serve_port} on spark1 answers from container "
+                                     "'other-engine-1' of recipe 'other'")
+    assert backend.calls[-1] == "remove_new"
 
 
 def test_down_names_the_nodes_where_something_is_left(deployment: CompiledDeployment):

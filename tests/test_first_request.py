@@ -18,6 +18,8 @@ from typing import Iterator
 import pytest
 
 from generator.deploy import probe as probe_module
+from generator.deploy.backends.base import Removal
+from generator.deploy.port import PortHolder
 from generator.deploy.probe import PROMPT_ANSWER, ProbeResult, probe
 from test_actions import deployment  # noqa: F401 - the fixture: a compiled two-node recipe
 
@@ -140,7 +142,9 @@ def test_up_whose_first_request_fails_shows_the_error_and_the_logs_and_cleans_up
     assert result.failure == (f"the first request to {deployment.plan.served_model_name} at "
                               f"{deployment.url}/v1/chat/completions failed: HTTP 500: chat template failed")
     assert result.last_logs == {"spark1": "last words of spark1", "spark2": "last words of spark2"}
-    assert result.cleanup is not None and backend.calls[-2:] == ["stop", "wait_gone:spark1,spark2"]
+    # what this up started is removed (issue 22: only that)
+    assert result.cleanup == [Removal("spark1", ("new-spark1",)), Removal("spark2", ("new-spark2",))]
+    assert backend.calls[-1] == "remove_new"
 
 
 def test_up_returns_the_first_requests_answer(deployment, monkeypatch):
@@ -164,6 +168,9 @@ def serving(deployment, monkeypatch, readiness) -> None:
     answers = {f"{deployment.url}/health": b"", f"{deployment.url}/v1/models": json.dumps(
         {"data": [{"id": served}]}).encode()}
     monkeypatch.setattr(readiness, "_get", lambda url: answers.get(url))
+    # the node names this recipe's head as what listens on the port (issue 22: the answer is its own)
+    monkeypatch.setattr(readiness, "holder_or_reason", lambda node, image, port: PortHolder(
+        42, "vllm", "f" * 64, f"{deployment.project}-engine-1", deployment.project, "0"))
 
 
 class _NoUsage:

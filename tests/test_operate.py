@@ -91,6 +91,7 @@ def cli(*args: str):
 
 
 COMPOSE_OK = ("compose version", 0, "Docker Compose version v2.29.7\n", "")
+LOCK_OK = ("create --name recipegen-lock", 0, "0123abcd\n", "")  # the node's lock taken (generator/deploy/lock.py)
 
 
 @pytest.mark.parametrize("said", ["docker: unknown command: docker compose\n\nRun 'docker --help' for more information\n",
@@ -150,7 +151,7 @@ def test_ps_passes_when_every_node_answers(fake_docker):
      "spark1: failed: nvcr.io/nvidia/vllm:25.10-py3 is on none of the recipe's nodes"),
 ], ids=["inspect-fails", "image-nowhere"])
 def test_images_failures_say_why_without_a_placeholder_id(fake_docker, answers, want):
-    fake_docker(COMPOSE_OK, *answers)
+    fake_docker(COMPOSE_OK, LOCK_OK, *answers)
     result = cli("images", "qwen3-coder-30b-a3b-fp8")
     assert result.exit_code == 1
     assert "failed -" not in result.output

@@ -1,5 +1,5 @@
-"""Cluster commands of `recipegen`: contexts, swarm setup, cluster probe, doctor. They act on the nodes, not on a
-recipe; the heavy modules are imported inside the commands."""
+"""Cluster commands of `recipegen`: contexts, swarm setup, cluster probe, doctor, unlock. They act on the nodes, not
+on a recipe; the heavy modules are imported inside the commands."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from generator.cli.compile import cluster_option, inputs
+from generator.cli.hold import holding, lock_wait_option
 from generator.cli.table import table as _table
 
 
@@ -35,14 +36,17 @@ def swarm() -> None:
 @swarm.command("setup")
 @cluster_option
 @click.option("--init", is_flag=True, help="Create the swarm on the first node and join the others when missing.")
-def swarm_setup(cluster_path: Path | None, init: bool) -> None:
+@lock_wait_option
+def swarm_setup(cluster_path: Path | None, init: bool, lock_wait: float) -> None:
     """Label each node with its cluster name (placement), check it advertises an NVIDIA_GPU resource. Idempotent."""
     from generator.deploy.swarm_setup import setup
+    from generator.deploy.targets import OnNode
     from generator.diagnostics import Diagnostic, RecipegenError
 
     cluster = inputs(cluster_path).cluster
     try:
-        rows = setup(cluster, init)
+        with holding([OnNode(n) for n in cluster.nodes], "", "recipegen swarm setup", lock_wait, None, cluster_path):
+            rows = setup(cluster, init)
     except LookupError as exc:
         raise RecipegenError(Diagnostic(str(cluster.path), None, None, None, str(exc))) from None
     _table(f"swarm of {cluster.name}", ["node", "context", "node id", "state", "manager", "label", "GPU"],
@@ -146,4 +150,40 @@ def doctor(cluster_path: Path | None, image: str | None, timeout: float, no_reac
         sys.exit(1)
 
 
-COMMANDS = {"contexts": contexts, "swarm": swarm, "cluster": cluster_group, "doctor": doctor}
+@click.command()
+@click.argument("nodes", nargs=-1)
+@cluster_option
+@click.option("--force", is_flag=True, help="Break a lock even when its holder may still be working.")
+def unlock(nodes: tuple[str, ...], cluster_path: Path | None, force: bool) -> None:
+    """Break the lock a recipegen command left on NODES (default: every node of the cluster) when it died without
+    letting go (SIGKILL, a lost machine). Only a stale lock is broken (its process on this host is gone, or it
+    outlived its own bound) unless --force: a lock held by a command still working elsewhere stays."""
+    from generator.deploy.lock import break_lock, locks
+    from generator.deploy.targets import OnNode
+
+    cluster = inputs(cluster_path).cluster
+    known = {n.name: n for n in cluster.nodes}
+    if set(nodes) - set(known):
+        raise click.BadParameter(f"{', '.join(sorted(set(nodes) - set(known)))} not among {', '.join(known)}",
+                                 param_hint="NODES")
+    targets = [OnNode(known[n]) for n in (nodes or known)]
+    failed = False
+    for target, holder in zip(targets, locks(targets).values()):
+        if holder is None:
+            click.echo(f"{target.name}: not held")
+        elif isinstance(holder, Exception):
+            failed = True
+            click.echo(f"{target.name}: FAILED: {holder}", err=True)
+        elif holder.stale or force:
+            break_lock(target, holder)
+            why = f"stale: {holder.stale}" if holder.stale else "--force"
+            click.echo(f"{target.name}: broke the lock of {holder.describe()} ({why})")
+        else:
+            failed = True
+            click.echo(f"{target.name}: held by {holder.describe()}, which may still be working; left (wait for it, "
+                       "or --force)", err=True)
+    if failed:
+        sys.exit(1)
+
+
+COMMANDS = {"unlock": unlock, "contexts": contexts, "swarm": swarm, "cluster": cluster_group, "doctor": doctor}

@@ -12,11 +12,13 @@ from typing import TYPE_CHECKING, Any, Callable
 import click
 
 from generator.cli.compile import cluster_option, compile_recipe, inputs
+from generator.cli.hold import holding, lock_wait_option
 from generator.cli.table import table
 
 if TYPE_CHECKING:
     from generator.deploy.actions import DownResult
     from generator.deploy.backends import Backend
+    from generator.deploy.backends.base import Removal
     from generator.deploy.findings import Finding
     from generator.deploy.probe import ProbeResult
     from generator.deploy.targets import CompiledDeployment, Deployment
@@ -80,27 +82,38 @@ def recipe_target(swarm: bool = True) -> Decorator:
 @click.option("--timeout", default=1800.0, show_default=True, help="Seconds to wait for the head to serve.")
 @click.option("--keep", is_flag=True, help="On failure, leave what started running (for debugging).")
 @click.option("--sync", is_flag=True, help="First put the image and the models on every node (`images`, `models`).")
+@lock_wait_option
 @click.option("--probe-timeout", default=600.0, show_default=True,
               help="Seconds the first real request may take once the head serves (it may compile CUDA graphs).")
 @click.option("--no-probe", is_flag=True, help="Stop once the head lists the model; send no real request.")
 def up(recipe: str, cluster_path: Path | None, out_dir: Path | None, swarm: bool, timeout: float, keep: bool,
-       sync: bool, probe_timeout: float, no_probe: bool) -> None:
+       sync: bool, lock_wait: float, probe_timeout: float, no_probe: bool) -> None:
     """Preflight every node, start RECIPE's ranks, wait until the head serves the model, then send it one real
-    request (a streamed chat completion) and print its time to first token and decode rate.
+    request (a streamed chat completion) and print its time to first token and decode rate. The nodes are held
+    meanwhile: no other recipegen command changes them (see `recipegen unlock`).
 
     First, once: this machine's Docker Compose and each node's Engine against the versions the files' headers
     name; an older one is one line and nothing starts."""
+    from generator.deploy.actions import up_bound
+
+    dep = compiled(recipe, cluster_path, out_dir)
+    backend = backend_for(dep, swarm, change=True)  # before any node is held: this machine cannot act
+    probe = None if no_probe else probe_timeout
+    with holding(dep.targets, dep.project, f"recipegen up {dep.project}", lock_wait,
+                 None if sync else up_bound(dep, timeout + (probe or 0)), cluster_path):
+        _up(dep, backend, timeout, keep, sync, probe)
+
+
+def _up(dep: CompiledDeployment, backend: Backend, timeout: float, keep: bool, sync: bool,
+        probe_timeout: float | None) -> None:
     from generator.deploy import actions
-    from generator.deploy.backends import choose
     from generator.deploy.findings import Severity, errors
     from generator.deploy.progress import Progress
 
-    dep = compiled(recipe, cluster_path, out_dir)
     if sync:
         from generator.cli.models import sync_before_up
 
         sync_before_up(dep)
-    backend = choose(swarm, dep.cluster)
     found = actions.check(dep, backend)
     for f in found:
         if f.severity in (Severity.NOTE, Severity.WARNING):
@@ -113,8 +126,7 @@ def up(recipe: str, cluster_path: Path | None, out_dir: Path | None, swarm: bool
     if failed:
         sys.exit(1)
     with Progress([t.name for t in dep.targets], dep.head.name) as progress:
-        result = actions.launch(dep, backend, timeout, keep, progress.update, found,
-                                None if no_probe else probe_timeout)
+        result = actions.launch(dep, backend, timeout, keep, progress.update, found, probe_timeout)
     if result.ok:
         if result.probe is not None:
             click.echo(f"{dep.project}: first request: {probe_line(result.probe)}")
@@ -126,8 +138,25 @@ def up(recipe: str, cluster_path: Path | None, out_dir: Path | None, swarm: bool
         for line in text.splitlines():
             click.echo(f"{name} | {line}", err=True)
     if result.cleanup is not None:
-        _report_down(result.cleanup, err=True)
+        _report_cleanup(dep.project, result.cleanup)
     sys.exit(1)
+
+
+def _report_cleanup(project: str, removals: list[Removal]) -> None:
+    """What a failed `up` removed: only what it started; an earlier deployment's containers are named, left."""
+    for r in removals:
+        said = [f"removed {', '.join(r.removed)}" if r.removed else "nothing of this up to remove"]
+        if r.kept:
+            said.append(f"left {', '.join(r.kept)} (there before this up: `recipegen down {project}` removes it)")
+        if r.error:
+            said.append(f"FAILED: {r.error}")
+        click.echo(f"{r.node}: {'; '.join(said)}", err=True)
+    failed = [r.node for r in removals if r.error]
+    if failed:
+        click.echo(f"{project}: could not clean {', '.join(failed)}; `recipegen down {project}` once they answer",
+                   err=True)
+    elif not any(r.kept for r in removals):
+        click.echo(f"{project}: nothing of it runs on any node", err=True)
 
 
 def probe_line(result: ProbeResult) -> str:
@@ -173,14 +202,18 @@ def _report_down(result: DownResult, err: bool = False) -> None:
 
 @click.command()
 @recipe_target()
-def down(recipe: str, cluster_path: Path | None, out_dir: Path | None, swarm: bool) -> None:
+@lock_wait_option
+def down(recipe: str, cluster_path: Path | None, out_dir: Path | None, swarm: bool, lock_wait: float) -> None:
     """Stop and remove RECIPE's containers on every node at once; returns once none is left (or says where).
 
     Compose must be as new as the files' headers name (it reads them to stop the project)."""
     from generator.deploy import actions
 
     dep = from_out(recipe, cluster_path, out_dir)
-    result = actions.down(dep, backend_for(dep, swarm, change=True))
+    backend = backend_for(dep, swarm, change=True)
+    with holding(dep.targets, dep.project, f"recipegen down {dep.project}", lock_wait,
+                 actions.down_bound(dep), cluster_path):
+        result = actions.down(dep, backend)
     _report_down(result)
     if not result.ok:
         sys.exit(1)
@@ -203,6 +236,9 @@ def ps(recipe: str, cluster_path: Path | None, out_dir: Path | None, swarm: bool
         name = escape("".join(ch if ch.isprintable() else "?" for ch in name))
     table(f"{dep.project} ({name})" if name and name != dep.project else dep.project, ["node", "context", "container", "state", "health", "uptime", "status"],
           [[r.node, r.context, r.container, r.state, r.health, r.uptime, r.status] for r in result.ranks])
+    for name, holder in result.held.items():
+        stale = f"; looks stale: {holder.stale} (`recipegen unlock {name}` breaks it)" if holder.stale else ""
+        click.echo(f"{name}: held by {holder.describe()}{stale}")
     unreachable = result.unreachable
     if unreachable:  # a table of question marks is not a status: scripts must see it failed
         every = "every node" if len(unreachable) == len(result.ranks) else \
@@ -238,7 +274,8 @@ def logs(recipe: str, cluster_path: Path | None, out_dir: Path | None, swarm: bo
 
 @click.command()
 @recipe_target(swarm=False)
-def images(recipe: str, cluster_path: Path | None, out_dir: Path | None) -> None:
+@lock_wait_option
+def images(recipe: str, cluster_path: Path | None, out_dir: Path | None, lock_wait: float) -> None:
     """Make RECIPE's image present, identical, on every node it uses (build there, or copy from a node: node to
     node where both ends can run a helper, else through this machine; each line says which)."""
     from generator.deploy.images import sync_images
@@ -246,7 +283,8 @@ def images(recipe: str, cluster_path: Path | None, out_dir: Path | None) -> None
 
     dep = compiled(recipe, cluster_path, out_dir)
     try:
-        results = sync_images(dep)
+        with holding(dep.targets, dep.project, f"recipegen images {dep.project}", lock_wait, None, cluster_path):
+            results = sync_images(dep)
     except KeyboardInterrupt:
         click.echo(f"{dep.project}: interrupted; every helper container was removed", err=True)
         sys.exit(130)

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 import click
 
 from generator.cli.compile import cluster_option, compile_recipe, inputs
+from generator.cli.hold import holding, lock_wait_option
 
 if TYPE_CHECKING:
     from rich.progress import TaskID
@@ -57,15 +58,20 @@ class _View:
 @click.command()
 @click.argument("recipe")
 @cluster_option
-def models(recipe: str, cluster_path: Path | None) -> None:
+@lock_wait_option
+def models(recipe: str, cluster_path: Path | None, lock_wait: float) -> None:
     """Put RECIPE's model and draft models (at its --revision, else main) in the Hugging Face cache of every
     node it uses: copied node to node over the fabric addresses by helper containers of the recipe's image,
     resumable, a second run copies nothing; downloaded on one node first when no node has a model."""
+    from generator.deploy.targets import OnNode
     from generator.transfer.models import peers
 
     given = inputs(cluster_path, None, (recipe,))
     plan, _, _ = compile_recipe(recipe, given)
-    if not place_models(plan, peers(plan.nodes)):
+    with holding([OnNode(n.node) for n in plan.nodes], plan.recipe.id, f"recipegen models {plan.recipe.id}",
+                 lock_wait, None, cluster_path):
+        placed = place_models(plan, peers(plan.nodes))
+    if not placed:
         sys.exit(1)
 
 

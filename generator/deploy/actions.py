@@ -7,9 +7,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
-from generator.deploy.backends.base import NOT_STARTED, Backend, Outcome, RankState, container_logs
+from generator.deploy.backends.base import NOT_STARTED, Backend, Outcome, RankState, Removal, container_logs
 from generator.deploy.docker import merged_lines, output_of
 from generator.deploy.findings import Finding, errors
+from generator.deploy.lock import Holder, locks
 from generator.deploy.preflight import preflight
 from generator.deploy.probe import PROBE_TIMEOUT, ProbeResult, first_request
 from generator.deploy.readiness import DeployFailed, wait_until_serving
@@ -45,7 +46,7 @@ class UpResult:
     url: str | None = None  # where the model is served, when up succeeded
     failure: str | None = None  # why up failed after starting
     last_logs: dict[str, str] = field(default_factory=dict)  # node -> its rank's last log lines
-    cleanup: DownResult | None = None  # what was stopped after a failure (None: --keep, or nothing started)
+    cleanup: list[Removal] | None = None  # what this up started, removed after a failure (None: --keep)
     probe: ProbeResult | None = None  # the first request's answer (None: --no-probe, or up failed)
 
     @property
@@ -71,9 +72,10 @@ def launch(dep: CompiledDeployment, backend: Backend, timeout: float, keep: bool
            on_change: Callable[[str, str], None], checked: list[Finding],
            probe_timeout: float | None = PROBE_TIMEOUT) -> UpResult:
     """Start every rank (at once), wait until the head serves, then send it one real request (unless
-    probe_timeout is None). On failure: every rank's last log lines, then everything stopped (unless keep).
-    `checked`: what `check` found, without an error."""
+    probe_timeout is None). On failure: every rank's last log lines, then what this `up` started removed (unless
+    keep): never an earlier deployment's containers. `checked`: what `check` found, without an error."""
     answer = None
+    before = backend.existing(dep)
     try:
         refused = [o for o in backend.start(dep) if not o.ok]
         if refused:
@@ -89,7 +91,7 @@ def launch(dep: CompiledDeployment, backend: Backend, timeout: float, keep: bool
         return UpResult(dep.project, checked, url=dep.url, probe=answer)
     logs = last_logs(dep)
     return UpResult(dep.project, checked, failure=failure, last_logs=logs,
-                    cleanup=None if keep else down(dep, backend))
+                    cleanup=None if keep else backend.remove_new(dep, before))
 
 
 def up(dep: CompiledDeployment, backend: Backend, timeout: float, keep: bool,
@@ -116,6 +118,7 @@ def down(dep: Deployment, backend: Backend) -> DownResult:
 class PsResult:
     project: str
     ranks: list[RankState]
+    held: dict[str, Holder] = field(default_factory=dict)  # node -> the recipegen command changing it now
 
     @property
     def unreachable(self) -> list[str]:
@@ -123,7 +126,18 @@ class PsResult:
 
 
 def ps(dep: Deployment, backend: Backend) -> PsResult:
-    return PsResult(dep.project, backend.states(dep))
+    held = {name: h for name, h in locks(dep.targets).items() if isinstance(h, Holder)}
+    return PsResult(dep.project, backend.states(dep), held)
+
+
+def up_bound(dep: CompiledDeployment, timeout: float) -> float:
+    """The longest `up` can take (its lock's bound): preflight's trials, Compose's start (builds included), the
+    wait, the cleanup."""
+    return 180 + 1800 + timeout + down_bound(dep)
+
+
+def down_bound(dep: Deployment) -> float:
+    return duration_seconds(dep.cluster.stop_grace_period) + GONE_MARGIN + 120
 
 
 @dataclass(frozen=True)

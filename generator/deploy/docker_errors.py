@@ -21,6 +21,7 @@ class Failure(Enum):
     NO_COMPOSE = "no-compose"  # the Compose v2 plugin is missing: docker reads `compose -f` as its own flags
     UNREACHABLE = "unreachable"  # the context exists but its daemon does not answer
     NOT_FOUND = "not-found"  # the object asked about (container, image, service, node) does not exist
+    CONFLICT = "conflict"  # a name already taken on the engine (a container name is unique per engine)
     REFUSED = "refused"  # the daemon answered and said no (a container that cannot start, a bad spec ...)
 
 
@@ -35,6 +36,7 @@ _STDERR_KINDS: tuple[tuple[Failure, re.Pattern[str]], ...] = (
                                      r"is the docker daemon running", re.I)),
     (Failure.NOT_FOUND, re.compile(r"no such (object|container|image|service|node|task)|"
                                    r"(service|node|image) [^ ]+ not found", re.I)),
+    (Failure.CONFLICT, re.compile(r"is already in use by container|Conflict\. The container name", re.I)),
 )
 
 

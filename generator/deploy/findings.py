@@ -56,6 +56,8 @@ CDI_MISSING = "cdi-missing"
 ULIMIT_REFUSED = "ulimit-refused"
 RDMA_MISSING = "rdma-missing"
 TRIAL_FAILED = "trial-failed"
+PORT_TAKEN = "port-taken"  # something else listens on the head's serving port
+PORT_UNCHECKED = "port-unchecked"
 # images
 IMAGE_COPY_FAILED = "image-copy-failed"
 IMAGE_BUILD_FAILED = "image-build-failed"

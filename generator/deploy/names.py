@@ -5,13 +5,17 @@ from __future__ import annotations
 
 from generator.plan import ENGINE_SERVICE, GPU_RESOURCE_KIND, LABEL_PREFIX, SWARM_NODE_LABEL
 
-__all__ = ["ENGINE_SERVICE", "GPU_RESOURCE_KIND", "SWARM_NODE_LABEL", "RECIPE_LABEL", "NODE_LABEL", "RANK_LABEL", "NAME_LABEL",
-           "container_name", "stack_service", "preflight_project", "recipe_filter"]
+__all__ = ["ENGINE_SERVICE", "GPU_RESOURCE_KIND", "SWARM_NODE_LABEL", "RECIPE_LABEL", "NODE_LABEL", "RANK_LABEL",
+           "NAME_LABEL", "LOCK_CONTAINER", "LOCK_IMAGE", "container_name", "stack_service", "preflight_project",
+           "recipe_filter"]
 
 RECIPE_LABEL = f"{LABEL_PREFIX}.recipe"  # on every container and Swarm service of a recipe
 NODE_LABEL = f"{LABEL_PREFIX}.node"
 RANK_LABEL = f"{LABEL_PREFIX}.rank"
 NAME_LABEL = f"{LABEL_PREFIX}.name"  # the recipe's display name (`name`)
+# A node's lock (generator/deploy/lock.py): a container never run, of an empty image no helper can run in.
+LOCK_CONTAINER = "recipegen-lock"
+LOCK_IMAGE = "recipegen-lock:1"
 
 
 def container_name(project: str) -> str:

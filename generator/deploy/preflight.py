@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import json
 import os
+from concurrent.futures import ThreadPoolExecutor
 
 from generator.deploy import findings as codes
 from generator.deploy.contexts import context_finding
 from generator.deploy.docker import DockerError, Failure, Refusal, bind_source, reason, refusal
 from generator.deploy.findings import Finding, Severity
 from generator.deploy.names import ENGINE_SERVICE, RECIPE_LABEL, preflight_project
+from generator.deploy.port import holder_or_reason
 from generator.deploy.requirements import engine_finding, needs_of_files
 from generator.deploy.targets import CompiledDeployment, Target, each
 from generator.model import HF_CACHE_IN_CONTAINER
@@ -20,7 +22,7 @@ from generator.plan import NodePlan
 
 def preflight(dep: CompiledDeployment) -> list[Finding]:
     """Every node's findings (errors, and notes worth printing), head first; image ids compared across nodes."""
-    results = each(dep.targets, lambda t: _check_node(t, dep.node_plan(t)))
+    results = each(dep.targets, lambda t: _check_node(t, dep.node_plan(t), dep.plan.serve_port))
     found: list[Finding] = []
     ids: dict[str, str] = {}
     for target in dep.targets:
@@ -39,8 +41,9 @@ def preflight(dep: CompiledDeployment) -> list[Finding]:
     return found
 
 
-def _check_node(target: Target, plan: NodePlan) -> tuple[list[Finding], str | None]:
-    """One node's findings and the id of its image (None when it has none)."""
+def _check_node(target: Target, plan: NodePlan, port: int) -> tuple[list[Finding], str | None]:
+    """One node's findings and the id of its image (None when it has none). On the head: the port it will serve
+    on must be free (or already this recipe's own head's)."""
     out: list[Finding] = []
 
     def add(severity: Severity, code: str, message: str, fix: str = "") -> None:
@@ -73,10 +76,25 @@ def _check_node(target: Target, plan: NodePlan) -> tuple[list[Finding], str | No
             add(Severity.ERROR, codes.IMAGE_MISSING, f"image {plan.image} is not on this node (load it there, or "
                                                      "`recipegen images`)", "recipegen images")
         return out, None
-    trial = _trial_run(target, plan)
-    if trial:
-        out.append(trial)
+    with ThreadPoolExecutor(max_workers=1) as pool:  # the head's port is asked while its trial runs
+        taken = pool.submit(_port_taken, target, plan, port) if plan.is_head else None
+        trial = _trial_run(target, plan)
+        out += [trial] if trial else taken.result() if taken else []
     return out, image_id
+
+
+def _port_taken(target: Target, plan: NodePlan, port: int) -> list[Finding]:
+    """The head listens on the host's network: a port held by anything but this recipe's own head would answer
+    the readiness wait in its place (and the engine could not bind it)."""
+    holder = holder_or_reason(target, plan.image, port)
+    if isinstance(holder, str):
+        return [Finding(target.name, Severity.WARNING, codes.PORT_UNCHECKED, f"could not check that port {port} is "
+                                                                             f"free: {holder}")]
+    if holder is None or (holder.recipe == plan.recipe_id and holder.rank == "0"):
+        return []
+    return [Finding(target.name, Severity.ERROR, codes.PORT_TAKEN, f"port {port} (the head's --port) is already in "
+                                                                   f"use on this node by {holder.describe()}",
+                    "stop it, or serve this recipe on another --port")]
 
 
 # Exit status 3 of the trial container: a model is not in the mounted Hugging Face cache; it prints each missing

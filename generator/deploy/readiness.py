@@ -1,5 +1,9 @@
 """`up`'s wait: until the head answers /health and /v1/models lists the served model, failing as soon as a rank
-dies. The ranks are read through the backend, so Compose and Swarm wait the same way."""
+dies. The ranks are read through the backend, so Compose and Swarm wait the same way.
+
+The answer must come from this recipe's own head: preflight found the port free (or held by this head), and
+before `up` says it serves, either the head's container is healthy by its own healthcheck (which asks the engine
+from inside that container) or the node names this recipe's head as the process listening on the port."""
 
 from __future__ import annotations
 
@@ -11,6 +15,7 @@ import urllib.request
 from typing import Callable
 
 from generator.deploy.backends.base import Backend
+from generator.deploy.port import PortHolder, holder_or_reason
 from generator.deploy.targets import CompiledDeployment
 
 READY_POLL_FIRST, READY_POLL_MAX = 0.2, 2.0  # seconds: quick at first, then gentle on the nodes
@@ -27,8 +32,11 @@ def wait_until_serving(dep: CompiledDeployment, backend: Backend, timeout: float
     seen: dict[str, str] = {}
     phase = "starting"
     served = dep.plan.served_model_name
+    head_health = "-"
     while True:
         for rank in backend.states(dep):
+            if rank.node == dep.head.name:
+                head_health = rank.health
             shown = rank.state + (f" ({rank.restarts} restarts)" if rank.restarts else "")
             if seen.get(rank.node) != shown:
                 seen[rank.node] = shown
@@ -41,13 +49,26 @@ def wait_until_serving(dep: CompiledDeployment, backend: Backend, timeout: float
             on_change(dep.head.name, "/health answers")
         if health is not None:
             models = _get(f"{dep.url}/v1/models")
-            if models and served in model_ids(models):
+            if models and served in model_ids(models) and _from_own_head(dep, head_health):
                 on_change(dep.head.name, f"serving {served} at {dep.url}")
                 return
         if time.monotonic() > deadline:
             raise DeployFailed(f"the head did not serve {served} at {dep.url} within {timeout:.0f}s")
         time.sleep(pause)
         pause = min(pause * 1.5, READY_POLL_MAX)
+
+
+def _from_own_head(dep: CompiledDeployment, health: str) -> bool:
+    """Whether what answered on the head's port is this recipe's head. Its healthcheck passing says so; before
+    the first one has run, the node is asked who listens. Another process there fails `up` (it is not ours to
+    stop); a node that cannot say leaves preflight's word (the port was free) standing."""
+    if health == "healthy":
+        return True
+    holder = holder_or_reason(dep.head, dep.plan.head.image, dep.plan.serve_port)
+    if isinstance(holder, PortHolder) and not (holder.recipe == dep.project and holder.rank == "0"):
+        raise DeployFailed(f"port {dep.plan.serve_port} on {dep.head.name} answers from {holder.describe()}, not "
+                           f"from this recipe's head")
+    return holder is not None
 
 
 # The head is asked directly: an http_proxy in the environment must not answer for it. Its certificate is not

@@ -22,6 +22,7 @@ import time
 from dataclasses import dataclass
 
 from generator.deploy.docker import reason, run_command
+from generator.deploy.names import LOCK_IMAGE
 from generator.deploy.targets import OnNode, Target, each
 from generator.plan import LABEL_PREFIX
 from generator.transfer.images import fan_out
@@ -91,7 +92,7 @@ def candidates(image: str, local: list[tuple[str, str]], ran: list[str], limit: 
     images` lists them; `ran` are the images of recipegen's containers there. One name per image id (the lab's
     and a real node's aliases of one engine image are one candidate), at most `limit`."""
     want, repo = tagged(image), repository(image)
-    named = [(tagged(n), i) for n, i in local if "<none>" not in n]
+    named = [(tagged(n), i) for n, i in local if "<none>" not in n and n != LOCK_IMAGE]
     ran_tagged = {tagged(r) for r in ran}
     order = ([x for x in named if x[0] == want] + [x for x in named if repository(x[0]) == repo]
              + [x for x in named if x[0] in ran_tagged] + named)

@@ -10,6 +10,7 @@ import time
 
 from generator.deploy import findings as codes
 from generator.deploy.docker import Docker, DockerError, Failure, Refusal, refusal
+from generator.deploy.names import LOCK_IMAGE
 from generator.cluster.probe.facts import GpuInfo, NodeFacts
 from generator.cluster.probe.parse import facts_from_sections, parse_nvidia_smi, parse_sections
 
@@ -64,7 +65,7 @@ def image_candidates(rows: list[dict[str, Any]]) -> list[str]:
     found = []
     for row in rows:
         repo, tag = row.get("Repository", "<none>"), row.get("Tag", "<none>")
-        if repo == "<none>" or tag == "<none>" or "hello-world" in repo:
+        if repo == "<none>" or tag == "<none>" or "hello-world" in repo or f"{repo}:{tag}" == LOCK_IMAGE:
             continue
         found.append((_size(row.get("Size", "")), f"{repo}:{tag}"))
     return [name for _, name in sorted(found)]

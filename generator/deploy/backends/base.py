@@ -43,6 +43,20 @@ class Outcome:
         return self.error is None
 
 
+@dataclass(frozen=True)
+class Removal:
+    """What a failed `up`'s cleanup did on one node: removed what this `up` started, left what was there before
+    (an earlier deployment of the recipe), or failed."""
+
+    node: str
+    removed: tuple[str, ...] = ()
+    kept: tuple[str, ...] = ()
+    error: str | None = None
+
+
+Before = dict[str, "frozenset[str] | None"]  # node -> ids of the recipe's objects there (None: the node did not say)
+
+
 class Backend(Protocol):
     name: str
 
@@ -72,6 +86,15 @@ class Backend(Protocol):
 
     def wait_gone(self, dep: Deployment, nodes: tuple[Target, ...], timeout: float) -> dict[str, list[str]]:
         """Wait until no container of the recipe is left on those nodes; what is still there after timeout."""
+        ...
+
+    def existing(self, dep: Deployment) -> Before:
+        """What of the recipe is on each node now (container ids; a stack's services): `up` reads it before it
+        starts anything, so that its cleanup removes only what it started."""
+        ...
+
+    def remove_new(self, dep: Deployment, before: Before) -> list[Removal]:
+        """Remove what is there now and was not `before`; leave the rest (and all of a node that did not say)."""
         ...
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import tempfile
 
 from generator.deploy import findings as codes
-from generator.deploy.backends.base import Outcome, RankState, container_logs, since, wait_gone
+from generator.deploy.backends.base import (Before, Outcome, RankState, Removal, container_logs, since,
+                                            wait_gone)
 from generator.deploy.docker import DockerError, JSONObject, compose_missing, reason
 from generator.deploy.findings import Finding, Severity
 from generator.deploy.requirements import check_compose
@@ -92,6 +93,35 @@ class ComposeBackend:
 
     def wait_gone(self, dep: Deployment, nodes: tuple[Target, ...], timeout: float) -> dict[str, list[str]]:
         return wait_gone(dep, nodes, timeout)
+
+    def existing(self, dep: Deployment) -> Before:
+        found = each(dep.targets, lambda t: frozenset(str(r.get("ID")) for r in t.docker.containers(dep.label)))
+        return {name: None if isinstance(ids, Exception) else ids for name, ids in found.items()}
+
+    def remove_new(self, dep: Deployment, before: Before) -> list[Removal]:
+        """Stop (with the grace period) and remove the containers that were not there before: a container
+        Compose recreated is this `up`'s; one it left alone is the earlier deployment's."""
+        grace = _grace(dep)
+
+        def remove(target: Target) -> Removal:
+            rows = target.docker.containers(dep.label)
+            earlier = before.get(target.name)
+            if earlier is None:
+                return Removal(target.name, kept=_names(rows), error="could not tell what ran before: left as is")
+            new = [r for r in rows if str(r.get("ID")) not in earlier]
+            if new:
+                ids = [str(r.get("ID")) for r in new]
+                target.docker.run("stop", "--time", str(grace), *ids, timeout=grace + 60)
+                target.docker.run("rm", "-f", *ids, timeout=60)
+            return Removal(target.name, _names(new), _names([r for r in rows if r not in new]))
+
+        results = each(dep.targets, remove)
+        return [r if isinstance(r := results[t.name], Removal) else Removal(t.name, error=reason(r))
+                for t in dep.targets]
+
+
+def _names(rows: list[JSONObject]) -> tuple[str, ...]:
+    return tuple(str(r.get("Names", r.get("ID", "?"))) for r in rows)
 
 
 def _grace(dep: Deployment) -> int:

@@ -4,13 +4,14 @@ context. Containers are still looked for on each node's own context: only the no
 from __future__ import annotations
 
 from generator.deploy import findings as codes
-from generator.deploy.backends.base import Outcome, RankState, since, wait_gone
+from generator.deploy.backends.base import Before, Outcome, RankState, Removal, since, wait_gone
 from generator.deploy.docker import Docker, DockerError, Failure, JSONObject, reason
 from generator.deploy.findings import Finding, Severity
 from generator.deploy.names import NODE_LABEL, RECIPE_LABEL, stack_service
 from generator.deploy.swarm_setup import find_manager
 from generator.deploy.targets import CompiledDeployment, Deployment, Target, each
 from generator.model import Cluster, Node
+from generator.plan import duration_seconds
 
 # A task's state (docker's TaskState) as `ps` shows a rank: a finished task is a rank that exited.
 _SHOWN = {"running": "running", "failed": "exited", "rejected": "exited", "complete": "exited",
@@ -154,3 +155,40 @@ class SwarmBackend:
 
     def wait_gone(self, dep: Deployment, nodes: tuple[Target, ...], timeout: float) -> dict[str, list[str]]:
         return wait_gone(dep, nodes, timeout)
+
+    def existing(self, dep: Deployment) -> Before:
+        """Each node's service of the stack, when there is one (its id)."""
+        try:
+            specs = self.manager.inspect("service", *[stack_service(dep.project, t.name) for t in dep.targets])
+        except (DockerError, LookupError):
+            return {t.name: None for t in dep.targets}
+        ids = {str(_dict(s.get("Spec")).get("Name")): str(s.get("ID")) for s in specs}
+        return {t.name: frozenset([ids[n]] if (n := stack_service(dep.project, t.name)) in ids else [])
+                for t in dep.targets}
+
+    def remove_new(self, dep: Deployment, before: Before) -> list[Removal]:
+        """`docker service rm` of the services this `up` created; a service that was there before (updated by
+        this `up`) stays: it was the earlier deployment's."""
+        now = self.existing(dep)
+        new = {n: ids - (before.get(n) or frozenset()) for n, ids in now.items()
+               if ids is not None and before.get(n) is not None}
+        gone = [i for ids in new.values() for i in ids]
+        try:
+            if gone:
+                self.manager.run("service", "rm", *gone, timeout=120)
+        except DockerError as exc:
+            return [Removal(t.name, error=reason(exc)) for t in dep.targets]
+        removed = dep.only({n for n, ids in new.items() if ids})
+        left = wait_gone(dep, removed, 60 + duration_seconds(dep.cluster.stop_grace_period)) if removed else {}
+
+        def outcome(target: Target) -> Removal:
+            service = stack_service(dep.project, target.name)
+            there = (service,) if now.get(target.name) else ()
+            if before.get(target.name) is None:
+                return Removal(target.name, kept=there, error="could not tell what ran before: left as is")
+            if not new.get(target.name):
+                return Removal(target.name, kept=there)
+            still = left.get(target.name)
+            return Removal(target.name, (service,), error=f"still there: {', '.join(still)}" if still else None)
+
+        return [outcome(t) for t in dep.targets]
