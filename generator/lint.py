@@ -47,6 +47,11 @@ def secret_name(name: str) -> bool:
     return bool(SECRET_NAME.search(name)) and not NOT_A_SECRET_NAME.search(name)
 
 
+def secret_env(name: str, value: str) -> bool:
+    """A variable (or build arg) that is a secret: named like one, or holding what looks like a token."""
+    return secret_name(name) or bool(SECRET_VALUE.search(value))
+
+
 SECRET_FIX = ("secrets must not be written in recipes or clusters (they would land in committed out/): export it in "
               "the shell that deploys and list its name in `pass_env`, so Compose passes it through at `up`")
 
@@ -64,11 +69,8 @@ def lint_recipe(recipe: Recipe, cluster: Cluster | None) -> list[Diagnostic]:
     return sorted(set(found), key=lambda d: (d.file, d.line or 0, d.col or 0, d.rule or "", d.message))
 
 
-_flags = flags
-
-
 def _last(recipe: Recipe, flag: str) -> FlagGroup | None:
-    groups = [g for g in _flags(recipe) if g.flag == flag]
+    groups = [g for g in flags(recipe) if g.flag == flag]
     return groups[-1] if groups else None
 
 
@@ -82,7 +84,7 @@ def _number(group: FlagGroup | None) -> float | None:
 @rule("owned-flag", ERROR, "a flag the compiler writes itself (parallel sizes, rank wiring, the model)")
 def _owned_flag(recipe: Recipe, cluster: Cluster | None) -> Findings:
     owned = OWNED_FLAGS[recipe.engine]
-    for group in _flags(recipe):
+    for group in flags(recipe):
         if group.flag in owned:
             yield group.args[0].origin, "args", f"'{group.flag}' is set by the compiler: {owned[group.flag]}"
     for group in group_flags(recipe.ray_args):
@@ -105,7 +107,7 @@ def _owned_env(recipe: Recipe, cluster: Cluster | None) -> Findings:
 
 @rule("bad-json", ERROR, "a flag that takes JSON (the engine data says which) whose value does not parse")
 def _bad_json(recipe: Recipe, cluster: Cluster | None) -> Findings:
-    for group in _flags(recipe):
+    for group in flags(recipe):
         for value in group.values[:1]:
             problem = json_problem(value)
             if problem and not lint_flags.takes_json(recipe, group):
@@ -203,7 +205,7 @@ def _remove_unused(recipe: Recipe, cluster: Cluster | None) -> Findings:
 @rule("duplicate-flag", WARNING, "the same flag given twice (the engine silently keeps one)")
 def _duplicate_flag(recipe: Recipe, cluster: Cluster | None) -> Findings:
     seen: dict[str | None, FlagGroup] = {}
-    for group in _flags(recipe):
+    for group in flags(recipe):
         if group.flag in seen:
             first = seen[group.flag].args[0].origin
             yield group.args[0].origin, "args", f"'{group.flag}' is given twice (first at line {first.line})"
@@ -220,7 +222,7 @@ DATA_PARALLEL_FLAGS = {"vllm": ("--data-parallel-size", "-dp"), "sglang": ("--dp
 def _parallel_size(recipe: Recipe, cluster: Cluster | None) -> Findings:
     gpus_per_node = cluster.gpus_per_node if cluster else 1
     world = recipe.tensor_parallel_size * recipe.pipeline_parallel_size
-    dp_group = next((g for g in reversed(_flags(recipe)) if g.flag in DATA_PARALLEL_FLAGS[recipe.engine]), None)
+    dp_group = next((g for g in reversed(flags(recipe)) if g.flag in DATA_PARALLEL_FLAGS[recipe.engine]), None)
     dp = _number(dp_group)
     if dp is not None and dp >= 1 and dp == int(dp):
         world *= int(dp)
@@ -316,10 +318,10 @@ def _fabric_env(recipe: Recipe, cluster: Cluster | None) -> Findings:
 @rule("secret", ERROR, "a value that looks like a secret in a recipe")
 def _secret(recipe: Recipe, cluster: Cluster | None) -> Findings:
     for name, value in recipe.env.items():
-        if value and (SECRET_VALUE.search(value) or secret_name(name)):
+        if value and secret_env(name, value):
             yield recipe.env_origins[name], f"env.{name}", f"looks like a secret: {SECRET_FIX}"
     for name, value in recipe.build_args.items():  # written into the compose files' `build.args`
-        if value and (SECRET_VALUE.search(value) or secret_name(name)):
+        if value and secret_env(name, value):
             yield (recipe.build_arg_origins.get(name) or recipe.origins["build_args"], f"build_args.{name}",
                    f"looks like a secret: {SECRET_FIX} (a build secret belongs in a BuildKit secret mount)")
     for group in recipe.flag_groups:  # a token-looking word anywhere, or the value of --api-key and the like

@@ -8,6 +8,7 @@ import posixpath
 from generator.engines import draft_models
 from generator.lint_registry import WARNING, Findings, rule
 from generator.model import HF_CACHE_IN_CONTAINER, Cluster, Origin, Recipe, container_target
+from generator.modelid import read_model
 
 
 def _reaches(target: str, path: str) -> bool:
@@ -24,13 +25,21 @@ def _where(recipe: Recipe, model: str) -> tuple[Origin, str]:
     return recipe.origins.get("args", recipe.origins["model"]), "args"
 
 
-@rule("model-mount", WARNING, "a model given as a container path that no mount reaches (unless the image holds it)")
+@rule("model-mount", WARNING, "a model given as a container path that no mount reaches (unless the image holds it), "
+                              "or as a relative path")
 def _model_mount(recipe: Recipe, cluster: Cluster | None) -> Findings:
     targets = [(HF_CACHE_IN_CONTAINER, "the Hugging Face cache")] + [
         (container_target(m.container), f"extra_mounts '{m.container}'") for m in recipe.mounts]
     for model in (recipe.model, *draft_models(recipe)):
-        if not model.startswith("/"):
+        if read_model(model).hub_id is not None:
             continue  # a Hugging Face id: the engine finds it in the cache (or downloads it)
+        if not model.startswith("/"):
+            origin, key = _where(recipe, model)
+            yield (origin, key, f"'{model}' is a relative path in the container (not a Hugging Face id): the engine "
+                                "reads it from the image's working directory, which no mount is known to reach; "
+                                "unless the image holds it there, give the absolute path under an [[extra_mounts]] "
+                                "`container` folder")
+            continue
         path = posixpath.normpath(model)
         if any(_reaches(target, path) for target, _ in targets):
             continue

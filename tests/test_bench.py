@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -87,6 +88,14 @@ def test_a_tokenizer_that_is_not_there_is_named(tmp_path: Path):
     (tmp_path / "empty").mkdir()
     with pytest.raises(BenchError, match="has no tokenizer.json"):
         check_tokenizer(str(tmp_path / "empty"))
+
+
+@pytest.mark.parametrize("name", ["org/name--x", "org/na..me", "../tok"])
+def test_a_tokenizer_is_read_as_a_path_or_an_id_as_every_command_reads_a_model(name: str):
+    """modelid.read_model decides: what is no Hugging Face id is a path, named missing, never asked of the hub."""
+    pytest.importorskip("tokenizers")
+    with pytest.raises(BenchError, match=f"tokenizer not found: no file or folder {re.escape(name)}$"):
+        check_tokenizer(name)
 
 
 def test_without_the_bench_extra_the_error_gives_the_pip_command(monkeypatch: pytest.MonkeyPatch):

@@ -232,7 +232,8 @@ def test_id_from_the_stem_and_usage_errors(project):
     assert run("import", str(f)).exit_code == 0
     assert (project / "recipes" / "qwen3-5-122b_fp8" / "recipe.toml").is_file()
     assert run("import", "--id", "a", str(f), str(f)).exit_code == 2
-    assert run("import", "--id", "Bad.Id", str(f)).exit_code == 1
+    bad = run("import", "--id", "Bad.Id", str(f))  # a bad option is a usage error, like --id with two FILES
+    assert bad.exit_code == 2 and "'Bad.Id' is not a recipe id" in bad.stderr, bad.output
 
 
 def test_a_secret_in_env_goes_to_pass_env_without_its_value(project):
@@ -486,3 +487,130 @@ def test_eugr_env_lines_launch_cluster_refuses_are_refused(project, bad, line):
     f = write(project / "e" / ".env", "ETH_IF=enp1\n" + bad + "CLUSTER_NODES=10.0.0.1\n")
     result = run("import", "--dry-run", str(f))
     assert result.exit_code == 1 and f".env:{line}:" in result.stderr and len(result.stderr.splitlines()) == 1
+
+
+def test_an_env_file_that_is_not_utf8_is_one_line(project):
+    f = project / "e" / ".env"
+    f.parent.mkdir()
+    f.write_bytes(b"CLUSTER_NODES=10.0.0.1\nETH_IF=\xff\n")
+    result = run("import", "--dry-run", str(f))
+    assert result.exit_code == 1 and ".env: error:" in result.stderr and "UTF-8" in result.stderr
+    assert len(result.stderr.splitlines()) == 1, result.stderr
+
+
+def test_a_mod_that_cannot_be_copied_leaves_no_other_file_written(project):
+    write(project / "peer" / "mods" / "fix-a" / "run.sh", "#!/bin/sh\n")
+    (project / "peer" / "mods" / "fix-a" / "gone.patch").symlink_to(project / "nowhere")
+    good = write(project / "peer" / "good.yaml", "model: a/b\ncontainer: i\ncommand: vllm serve {model}\n")
+    bad = write(project / "peer" / "m.yaml", "model: a/b\ncontainer: i\nmods: [fix-a]\ncommand: vllm serve {model}\n")
+    env = write(project / "e" / ".env", "CLUSTER_NODES=10.0.0.1\n")
+    before = tree(project)
+    result = run("import", "--force", str(env), str(good), str(bad))
+    assert result.exit_code == 1 and "gone.patch" in result.stderr and len(result.stderr.splitlines()) == 1
+    assert tree(project) == before and not list(project.glob(".recipegen-import-*"))
+
+
+@pytest.mark.parametrize("key,line", [("min_nodes", 3), ("max_nodes", 3)])
+def test_a_node_count_that_is_no_number_names_its_own_key(project, key, line):
+    f = write(project / "peer" / "n.yaml", f"model: a/b\ncontainer: i\n{key}: two\ncommand: vllm serve {{model}}\n")
+    result = run("import", "--dry-run", str(f))
+    assert result.exit_code == 1 and f"n.yaml:{line}:1: error: {key}:" in result.stderr, result.stderr
+
+
+def test_runtime_config_keys_are_named_with_their_own_path_and_line(project):
+    f = write(project / "peer" / "rc.yaml", "model: a/b\ncontainer: i\nfoo: 0\nruntime_config:\n  foo: 1\n"
+              "  bar: 2\ncommand: vllm serve {model}\n")
+    result = run("import", "--dry-run", str(f))
+    assert result.exit_code == 0, result.output
+    assert "rc.yaml:5:1: warning[not-carried]: runtime_config.foo: " in result.stderr, result.stderr
+    assert "rc.yaml:6:1: warning[not-carried]: runtime_config.bar: " in result.stderr
+    assert "rc.yaml:3:1: warning[not-carried]: foo: " in result.stderr  # the top-level key of the same name too
+
+
+TOKEN = "hf_abcdefghijklmnopqrstuvwxyz0123"
+
+
+def test_a_variable_whose_value_is_a_token_goes_to_pass_env_and_the_recipe_validates(project):
+    f = write(project / "peer" / "v.yaml", f"model: a/b\ncontainer: i\nenv:\n  MYVAR: {TOKEN}\n"
+              "command: vllm serve {model}\n")
+    result = run("import", str(f))
+    assert result.exit_code == 0, result.output
+    text = (project / "recipes" / "v" / "recipe.toml").read_text()
+    assert TOKEN not in text and tomllib.loads(text)["pass_env"] == ["MYVAR"]
+    checked = run("validate", "v")
+    assert checked.exit_code == 0 and "error" not in checked.stderr, checked.stderr
+
+
+def test_a_container_variable_whose_value_is_a_token_is_not_written_to_the_cluster(project):
+    f = write(project / "e" / ".env", f"CLUSTER_NODES=10.0.0.1\nCONTAINER_MYVAR={TOKEN}\n")
+    result = run("import", "--dry-run", str(f))
+    assert result.exit_code == 0, result.output
+    assert TOKEN not in result.stdout and tomllib.loads(result.stdout)["pass_env"] == ["MYVAR"]
+
+
+@pytest.mark.parametrize("text,key", [
+    (f"command: vllm serve {{model}} --api-key {TOKEN}\n", "command"),
+    (f"pre_exec:\n  - huggingface-cli login --token {TOKEN}\ncommand: vllm serve {{model}}\n", "pre_exec"),
+])
+def test_a_token_in_the_command_or_setup_is_refused_and_not_echoed(project, text, key):
+    f = write(project / "peer" / "t.yaml", "model: a/b\ncontainer: i\n" + text)
+    before = tree(project)
+    result = run("import", str(f))
+    assert result.exit_code == 1 and len(result.stderr.splitlines()) == 1, result.output
+    assert f": error: {key}: " in result.stderr and TOKEN not in result.output
+    assert tree(project) == before
+
+
+@pytest.mark.parametrize("text,line,key", [
+    ("CLUSTER_NODES=10.0.0.1\nMASTER_PORT=99999\n", 2, "MASTER_PORT"),
+    ("CLUSTER_NODES=10.0.0.1\nMASTER_PORT=0\n", 2, "MASTER_PORT"),
+    ("CLUSTER_NODES=10.0.0.1,10.0.0.2,10.0.0.1\n", 1, "CLUSTER_NODES"),
+])
+def test_an_env_the_cluster_file_would_refuse_is_one_line_and_nothing_written(project, text, line, key):
+    """What the import writes must validate: a port out of range or a node twice is refused at its line."""
+    f = write(project / "e" / ".env", text)
+    before = tree(project)
+    result = run("import", "--force", str(f))
+    assert result.exit_code == 1, result.output
+    assert f".env:{line}:" in result.stderr and f"error: {key}:" in result.stderr
+    assert len(result.stderr.splitlines()) == 1 and tree(project) == before
+
+
+def test_a_sparkrun_cluster_naming_a_host_twice_is_refused(project):
+    f = write(project / "c" / "duo.yaml", "name: duo\nhosts:\n  - 10.0.0.1\n  - 10.0.0.1\n")
+    result = run("import", "--dry-run", str(f))
+    assert result.exit_code == 1 and "duo.yaml:2:1: error: hosts:" in result.stderr, result.output
+
+
+@pytest.mark.parametrize("executor,line,key", [("  shm_size: 32gigs\n", 4, "executor_config.shm_size"),
+                                               ("  ipc: weird\n", 4, "executor_config.ipc")])
+def test_a_value_the_recipe_schema_refuses_is_one_line_at_the_peer_key(project, executor, line, key):
+    """The import never writes a recipe validate refuses: a peer value the recipe's schema rejects is named at
+    its own line in the peer file."""
+    f = write(project / "peer" / "ex.yaml", f"model: a/b\ncontainer: i\nexecutor_config:\n{executor}"
+              "command: vllm serve {model}\n")
+    before = tree(project)
+    result = run("import", str(f))
+    assert result.exit_code == 1, result.output
+    assert f"ex.yaml:{line}:1: error: {key}: " in result.stderr and len(result.stderr.splitlines()) == 1, \
+        result.stderr
+    assert tree(project) == before
+
+
+def test_a_file_inside_the_folder_it_would_replace_is_refused_not_deleted(project):
+    f = write(project / "recipes" / "m" / "m.yaml", "model: a/b\ncontainer: i\ncommand: vllm serve {model}\n")
+    result = run("import", "--force", str(f))
+    assert result.exit_code == 1 and "m.yaml" in result.stderr and len(result.stderr.splitlines()) == 1, \
+        result.output
+    assert f.is_file()  # the peer file itself survives
+
+
+@pytest.mark.parametrize("extra,line,key", [("user: John.Doe\n", 3, "user"), ("cache_dir: hf\n", 3, "cache_dir")])
+def test_a_sparkrun_cluster_value_the_cluster_schema_refuses_is_one_line_at_its_key(project, extra, line, key):
+    f = write(project / "c" / "duo.yaml", "name: duo\nhosts: [10.0.0.1, 10.0.0.2]\n" + extra)
+    before = tree(project)
+    result = run("import", "--force", str(f))
+    assert result.exit_code == 1, result.output
+    assert f"duo.yaml:{line}:1: error: {key}: " in result.stderr and len(result.stderr.splitlines()) == 1, \
+        result.stderr
+    assert tree(project) == before

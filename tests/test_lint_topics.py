@@ -346,3 +346,16 @@ def test_an_empty_value_written_as_two_quotes_is_a_value(tmp_path):
     result = validate(tmp_recipe(tmp_path, '    "--chat-template", "\'\'",\n    "--max-num-seqs", "8",\n', nodes=1),
                       "--strict")
     assert result.exit_code == 0 and findings(result) == [], result.stderr
+
+
+@pytest.mark.parametrize("model, warned", [("./qwen", True), ("models/a/b", True), ("~/qwen", True),
+                                           ("gpt2", False), ("Qwen/Qwen3-32B", False)])
+def test_a_relative_model_path_is_read_as_a_path_as_models_and_preflight_read_it(tmp_path, model, warned):
+    """generator/modelid.py is the one reading: a relative path is no Hugging Face id, and no mount can be seen
+    to reach it (it is relative to the image's working directory)."""
+    mount = '\n[[extra_mounts]]\nhost = "/srv/m"\ncontainer = "/models"\n'
+    path = _recipe(tmp_path, HEAD.replace('"Qwen/Qwen3-32B"', f'"{model}"') + mount)
+    found = findings(validate(path))
+    assert [f.rule for f in found] == (["model-mount"] if warned else []), found
+    if warned:
+        assert "working directory" in found[0].message

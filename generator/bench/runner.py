@@ -24,6 +24,7 @@ from typing import Any, Callable
 from urllib.parse import urlsplit
 
 from generator.bench.options import INSTALL, LLAMA_BENCHY, BenchOptions
+from generator.modelid import read_model
 
 OUTPUT_TAIL = 15  # lines of llama-benchy's output shown when it fails
 
@@ -73,7 +74,7 @@ def check_tokenizer(name: str) -> str:
         except Exception as err:  # noqa: BLE001 - the library's own error types are not public
             raise BenchError(f"tokenizer {file} cannot be read: {err}") from None
         return str(file)
-    if name.startswith(("/", ".", "~")) or name.count("/") > 1:
+    if read_model(name).hub_id is None:  # the one reading of ids and paths every command shares
         raise BenchError(f"tokenizer not found: no file or folder {name}")
     try:
         Tokenizer.from_pretrained(name)

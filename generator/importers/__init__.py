@@ -11,13 +11,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from generator.diagnostics import Diagnostic, RecipegenError, display_path
-from generator.importers.base import ImportedRecipe, Importer, ImportOptions as ImportOptions
-from generator.importers.clusters import (ImportedCluster, convert_cluster, is_cluster_file, render_cluster,
-                                          write_cluster)
+from generator.importers.base import ImportedRecipe, Importer, ImportOptions as ImportOptions, peer_key
+from generator.importers.clusters import ImportedCluster, convert_cluster, is_cluster_file, write_cluster
 from generator.importers.eugr import EugrImporter
+from generator.importers.passenv import refuse_tokens
 from generator.importers.sparkrun import SparkrunImporter
-from generator.importers.writer import render, write_recipe
-from generator.importers.yamlfile import read
+from generator.importers.writer import render, schema_error, write_recipes
+from generator.importers.yamlfile import YamlFile, read
 from generator.model import RECIPE_ID
 
 IMPORTERS: tuple[Importer, ...] = (EugrImporter(), SparkrunImporter())
@@ -50,10 +50,19 @@ def recipe_id_from(stem: str) -> str:
 
 
 def convert(path: Path, options: ImportOptions) -> ImportedRecipe:
+    return _convert(path, options)[0]
+
+
+def _convert(path: Path, options: ImportOptions) -> tuple[ImportedRecipe, str]:
+    """The import and its recipe TOML, which holds no secret and is a recipe the schema accepts."""
     doc = read(path)
     for importer in IMPORTERS:
         if importer.accepts(doc):
-            return importer.convert(doc, options)
+            imported = importer.convert(doc, options)
+            refuse_tokens(doc, imported.fields + imported.bench)
+            text = render(imported)
+            _refuse_invalid(doc, imported, text)
+            return imported, text
     if "recipe_version" not in doc.data:
         raise RecipegenError(Diagnostic(display_path(path), 1, 1, None, "not an eugr or sparkrun recipe: no "
                                         "recipe_version, command, container or model"))
@@ -61,57 +70,73 @@ def convert(path: Path, options: ImportOptions) -> ImportedRecipe:
     raise doc.error("recipe_version", f"recipe_version {version!r} is neither eugr's \"1\" nor sparkrun's \"2\"")
 
 
-def import_recipe(path: Path, recipes_dir: Path, recipe_id: str | None, options: ImportOptions,
-                  force: bool = False, dry_run: bool = False) -> ImportResult:
-    rid = recipe_id or recipe_id_from(path.stem)
+def _prepare(path: Path, rid: str, recipes_dir: Path, options: ImportOptions, force: bool,
+             dry_run: bool) -> ImportResult:
+    """One recipe file converted and its target checked; nothing written yet."""
     if not RECIPE_ID.match(rid):
         raise RecipegenError(Diagnostic(display_path(path), None, None, "--id",
                                         f"'{rid}' is not a recipe id (lower-case letters, digits, '_' and '-')"))
-    imported = convert(path, options)
-    text = render(imported)
+    imported, text = _convert(path, options)
     folder = recipes_dir / rid
-    if dry_run:
-        return ImportResult(rid, folder, text, imported, False)
-    if folder.exists() and not force:
+    if not dry_run and path.resolve().is_relative_to(folder.resolve()):  # --force would delete the file itself
+        raise RecipegenError(Diagnostic(display_path(path), None, None, None,
+                                        f"lies in {display_path(folder)}, the folder the import replaces: move it "
+                                        "out first, or import it with another --id"))
+    if not dry_run and not force and folder.exists():
         raise RecipegenError(Diagnostic(display_path(folder), None, None, None,
                                         "a recipe with this id exists: pass --force to replace it, or --id"))
-    write_recipe(folder, text, imported)
-    return ImportResult(rid, folder, text, imported, True)
+    return ImportResult(rid, folder, text, imported, not dry_run)
+
+
+def _refuse_invalid(doc: YamlFile, imported: ImportedRecipe, text: str) -> None:
+    """A value the recipe schema refuses (`validate` would) is one line at the peer key it came from."""
+    error = schema_error(text, "recipe")
+    if error is None:
+        return
+    key = error.key or ""
+    table, _, name = key.partition(".")
+    sources = {f.key: f.source for f in imported.fields}
+    sources |= {f"env.{v.name}": v.source for v in imported.env} | {f"bench.{f.key}": f.source for f in imported.bench}
+    source = sources.get(f"{table}.{name.split('.')[0]}") or sources.get(table, "")
+    raise doc.error(peer_key(doc, key or "recipe_version", source),
+                    f"the recipe's `{key}` would be invalid: {error.message}")
+
+
+def import_recipe(path: Path, recipes_dir: Path, recipe_id: str | None, options: ImportOptions,
+                  force: bool = False, dry_run: bool = False) -> ImportResult:
+    result = _prepare(path, recipe_id or recipe_id_from(path.stem), recipes_dir, options, force, dry_run)
+    if result.written:
+        write_recipes([(result.folder, result.text, result.imported)])
+    return result
 
 
 def import_files(files: list[Path], recipes_dir: Path, cluster_target: Path, recipe_id: str | None,
                  options: ImportOptions, force: bool = False, dry_run: bool = False,
                  ) -> tuple[list[ImportResult], ClusterResult | None]:
-    """Every file read and converted, and every target checked, before anything is written: one bad file and
-    nothing is. Recipe files become recipes/<id>/; a cluster file (eugr's .env, a sparkrun cluster file) the
-    project's cluster.toml."""
+    """Every file read and converted, and every target checked, before anything is written, and every recipe
+    staged before any is swapped in: one bad file (or mod) and nothing is written. Recipe files become
+    recipes/<id>/; a cluster file (eugr's .env, a sparkrun cluster file) the project's cluster.toml."""
     clusters = [f for f in files if is_cluster_file(f)]
     recipes = [f for f in files if f not in clusters]
     if len(clusters) > 1:
         raise ImportUsageError("one cluster file at a time: it becomes the project's cluster.toml")
     if recipe_id is not None and len(recipes) != 1:
         raise ImportUsageError("--id names one recipe: give one recipe FILE with it")
+    if recipe_id is not None and not RECIPE_ID.match(recipe_id):
+        raise ImportUsageError(f"--id '{recipe_id}' is not a recipe id (lower-case letters, digits, '_' and '-')")
     ids = [recipe_id or recipe_id_from(f.stem) for f in recipes]
     if len(set(ids)) < len(ids):
         raise ImportUsageError(f"two FILES would both become recipe '{max(ids, key=ids.count)}': import them "
                                f"one at a time with --id")
     cluster = None
     if clusters:
-        imported = convert_cluster(clusters[0])
+        imported, text = convert_cluster(clusters[0])
         if not dry_run and not force and cluster_target.exists():
             raise RecipegenError(Diagnostic(display_path(cluster_target), None, None, None,
                                             "the project has a cluster file: pass --force to replace it"))
-        cluster = ClusterResult(cluster_target, render_cluster(imported), imported, not dry_run)
-    for f, rid in zip(recipes, ids):
-        if not RECIPE_ID.match(rid):
-            raise RecipegenError(Diagnostic(display_path(f), None, None, "--id", f"'{rid}' is not a recipe id "
-                                            f"(lower-case letters, digits, '_' and '-')"))
-        convert(f, options)
-        if not dry_run and not force and (recipes_dir / rid).exists():
-            raise RecipegenError(Diagnostic(display_path(recipes_dir / rid), None, None, None,
-                                            "a recipe with this id exists: pass --force to replace it, or --id"))
-    if cluster is not None and cluster.written:
-        write_cluster(cluster.target, cluster.text)
-    results = [import_recipe(f, recipes_dir, rid, options, force=force, dry_run=dry_run)
-               for f, rid in zip(recipes, ids)]
+        cluster = ClusterResult(cluster_target, text, imported, not dry_run)
+    results = [_prepare(f, rid, recipes_dir, options, force, dry_run) for f, rid in zip(recipes, ids)]
+    if not dry_run:
+        write_recipes([(r.folder, r.text, r.imported) for r in results],
+                      before_swap=lambda: write_cluster(cluster.target, cluster.text) if cluster else None)
     return results, cluster

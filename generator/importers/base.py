@@ -6,6 +6,7 @@ behaviour) it came from, the mods to copy, and every peer key that has no recipe
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, Union
@@ -53,6 +54,17 @@ class NotCarried:
 def parallel_size(key: str, value: int | None, source: str, kind: str) -> Field:
     """A parallel size as the engine gets it: the command's flag, else the engine's default 1."""
     return Field(key, value or 1, f"{source} ({kind} parallel flag)" if value else f"{source}: no flag, the engine's 1")
+
+
+def peer_key(doc: YamlFile, recipe_key: str, source: str) -> tuple[str, ...]:
+    """The peer file's key a value came from, as its comment names it (`x.yaml: executor_config.shm_size, ...`),
+    where the file has that key; else the recipe key (a launcher's behaviour has no line in the file)."""
+    said = source.removeprefix(f"{doc.name}: ")
+    if said != source:
+        path = tuple(re.split(r"[ ,(:]", said, maxsplit=1)[0].split("."))
+        if doc.line(*path) is not None:
+            return path
+    return (recipe_key,)
 
 
 def no_model(doc: YamlFile) -> NotCarried:

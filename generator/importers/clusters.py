@@ -22,9 +22,9 @@ from typing import Callable
 
 from generator.diagnostics import Diagnostic, RecipegenError, display_path
 from generator.importers.base import EnvVar, Field, NotCarried
-from generator.importers.writer import comment, entry
-from generator.importers.yamlfile import YamlFile, read
-from generator.lint import secret_name
+from generator.importers.writer import comment, entry, schema_error
+from generator.importers.yamlfile import YamlFile, read, read_text
+from generator.lint import secret_env
 
 SCHEMA_LINE = "#:schema ./schema/cluster.schema.json"
 _ETH_VARS = ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "TP_SOCKET_IFNAME", "UCX_NET_DEVICES", "MN_IF_NAME",
@@ -64,14 +64,28 @@ def is_cluster_file(path: Path) -> bool:
     return "hosts" in doc.data and "command" not in doc.data
 
 
-def convert_cluster(path: Path) -> ImportedCluster:
-    return _eugr_env(path) if path.name == ".env" or path.name.endswith(".env") else _sparkrun(read(path))
+def convert_cluster(path: Path) -> tuple[ImportedCluster, str]:
+    """The import and its cluster TOML, which the cluster schema accepts."""
+    if path.name == ".env" or path.name.endswith(".env"):
+        imported, fail = _eugr_env(path)
+    else:
+        doc = read(path)
+        imported, fail = _sparkrun(doc), lambda key, message: doc.error(key, message)
+    text = render_cluster(imported)
+    error = schema_error(text, "cluster")
+    if error is not None:  # at the peer key the value came from, as its comment names it
+        key = error.key or ""
+        source = next((f.source for f in imported.fields if f.key == key.split(".")[0]), "")
+        said = source.removeprefix(f"{path.name}: ")
+        raise fail(said.split(" ")[0] if said != source else key,
+                   f"the cluster file's `{key}` would be invalid: {error.message}")
+    return imported, text
 
 
-def _eugr_env(path: Path) -> ImportedCluster:
+def _eugr_env(path: Path) -> tuple[ImportedCluster, Callable[[str, str], RecipegenError]]:
     shown, src = display_path(path), path.name
     values: dict[str, tuple[str, int]] = {}
-    for number, raw in enumerate(path.read_text("utf-8").splitlines(), 1):
+    for number, raw in enumerate(read_text(path).splitlines(), 1):
         line = raw.strip()
         if not line or line.startswith("#"):
             continue
@@ -94,8 +108,8 @@ def _eugr_env(path: Path) -> ImportedCluster:
     fields: list[Field] = [Field("name", _stem(path), f"{src}: the file's folder")]
     if "MASTER_PORT" in values:
         port = values["MASTER_PORT"][0]
-        if not port.isdigit():
-            raise fail("MASTER_PORT", f"{port!r} is not a port number")
+        if not port.isdigit() or not 1 <= int(port) <= 65535:
+            raise fail("MASTER_PORT", f"{port!r} is not a port number (1 to 65535)")
         fields.append(Field("master_port", int(port), f"{src}: MASTER_PORT"))
     env: list[EnvVar] = []
     pass_env: list[str] = []
@@ -111,7 +125,7 @@ def _eugr_env(path: Path) -> ImportedCluster:
     for key, (value, number) in values.items():
         if key.startswith("CONTAINER_") and key != "CONTAINER_NAME":
             name = key.removeprefix("CONTAINER_")
-            if secret_name(name):
+            if secret_env(name, value):
                 pass_env.append(name)
                 named.append(NotCarried(key, number, f"a secret: its value is not written; {name} goes in "
                                                      f"pass_env (export it in the shell that runs `recipegen up`)"))
@@ -121,10 +135,8 @@ def _eugr_env(path: Path) -> ImportedCluster:
             named.append(NotCarried(key, number, "a setting of eugr's scripts with no recipegen home"))
     if pass_env:
         fields.append(Field("pass_env", pass_env, f"{src}: CONTAINER_* secrets, passed by name"))
-    nodes = tuple(NodeEntry(f"spark{i + 1}", _ipv4(h, lambda m: fail("CLUSTER_NODES", m)), h,
-                            f"{src}: CLUSTER_NODES[{i}]" + (" (the head)" if i == 0 else ""))
-                  for i, h in enumerate(hosts))
-    return ImportedCluster(path, "eugr .env", tuple(fields), tuple(env), nodes, tuple(named))
+    nodes = _nodes(hosts, f"{src}: CLUSTER_NODES", lambda m: fail("CLUSTER_NODES", m))
+    return ImportedCluster(path, "eugr .env", tuple(fields), tuple(env), nodes, tuple(named)), fail
 
 
 def _sparkrun(doc: YamlFile) -> ImportedCluster:
@@ -146,9 +158,20 @@ def _sparkrun(doc: YamlFile) -> ImportedCluster:
     named.append(NotCarried("hosts", doc.line("hosts"), "sparkrun detects each node's CX7 address and interfaces at "
                                                        "run time: the addresses below are the hosts as given; run "
                                                        "`recipegen cluster probe` for the fabric's and its [env]"))
-    nodes = tuple(NodeEntry(f"spark{i + 1}", _ipv4(h, lambda m: doc.error("hosts", m)), h,
-                            f"{src}: hosts[{i}]" + (" (the head)" if i == 0 else "")) for i, h in enumerate(hosts))
+    nodes = _nodes(hosts, f"{src}: hosts", lambda m: doc.error("hosts", m))
     return ImportedCluster(doc.path, "sparkrun cluster", tuple(fields), (), nodes, tuple(named))
+
+
+def _nodes(hosts: list[str], source: str, fail: Callable[[str], Exception]) -> tuple[NodeEntry, ...]:
+    """The nodes, head first, each at its own address (the cluster file refuses an address given twice)."""
+    nodes: list[NodeEntry] = []
+    for i, host in enumerate(hosts):
+        address = _ipv4(host, fail)
+        first = next((j for j, n in enumerate(nodes) if n.address == address), None)
+        if first is not None:
+            raise fail(f"'{host}' is given twice (entries {first + 1} and {i + 1}): each node has its own address")
+        nodes.append(NodeEntry(f"spark{i + 1}", address, host, f"{source}[{i}]" + (" (the head)" if i == 0 else "")))
+    return tuple(nodes)
 
 
 def _ipv4(host: str, fail: Callable[[str], Exception]) -> str:

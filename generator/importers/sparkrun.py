@@ -205,15 +205,19 @@ def _runtime(doc: YamlFile, defaults: dict[str, Any]) -> str:
 
 def _node_count(doc: YamlFile, defaults: dict[str, Any]) -> int:
     data = doc.data
-    try:
-        min_nodes = int(data.get("min_nodes", 1))
-        max_nodes = None if data.get("max_nodes") is None else int(data["max_nodes"])
-        sizes = [defaults.get(k) for k in ("tensor_parallel", "pipeline_parallel", "data_parallel")]
-        product = 1
-        for size in sizes:
-            product *= int(size) if size is not None else 1
-    except (TypeError, ValueError) as exc:
-        raise doc.error("defaults", f"a node count or parallel size is not a whole number: {exc}") from None
+
+    def whole(key: tuple[str, ...], value: Any) -> int:
+        try:
+            return int(value)
+        except (TypeError, ValueError):
+            raise doc.error(key, f"a node count or parallel size is not a whole number: {value!r}") from None
+
+    min_nodes = whole(("min_nodes",), data.get("min_nodes", 1))
+    max_nodes = None if data.get("max_nodes") is None else whole(("max_nodes",), data["max_nodes"])
+    sizes = [defaults.get(k) for k in ("tensor_parallel", "pipeline_parallel", "data_parallel")]
+    product = 1
+    for k, size in zip(("tensor_parallel", "pipeline_parallel", "data_parallel"), sizes):
+        product *= whole(("defaults", k), size) if size is not None else 1
     solo = data.get("mode") == "solo" or bool(data.get("solo_only"))
     if data.get("cluster_only"):
         min_nodes = max(min_nodes, 2)
@@ -267,10 +271,10 @@ def _unknown(doc: YamlFile, executor: dict[str, Any], unresolved: list[str],
         named.append(NotCarried("model_revision", doc.line("model_revision"),
                                 "recipegen has no revision key: `recipegen models` copies the revision `--revision` "
                                 "in args names; add `--revision` to args if the engine should load it"))
-    extra = {k: v for k, v in doc.data.items() if k not in _IGNORED and k not in _NOT_CARRIED}
-    extra.update(_mapping(doc, "runtime_config"))
-    named += [NotCarried(k, doc.line(k), "runtime_config for sparkrun's runtime plugin: no recipegen home")
-              for k in extra]
+    plugin = "runtime_config for sparkrun's runtime plugin: no recipegen home"
+    named += [NotCarried(k, doc.line(k), plugin) for k in doc.data if k not in _IGNORED and k not in _NOT_CARRIED]
+    named += [NotCarried(f"runtime_config.{k}", doc.line("runtime_config", str(k)), plugin)
+              for k in _mapping(doc, "runtime_config")]
     named += [NotCarried(f"executor_config.{k}", doc.line("executor_config", k),
                          "a docker option recipegen sets itself (GPU, host network, RDMA devices and capabilities)"
                          " or not at all") for k in executor if k not in _EXECUTOR_KEYS]

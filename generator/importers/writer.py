@@ -2,26 +2,25 @@
 
 Every value carries a comment naming its source (`# x.yaml: defaults.max_model_len`), so a reader can check the
 translation line by line. Output is a function of the import alone: a second import of the same file gives the
-same bytes. The folder is staged in a hidden folder at the project root and renamed into recipes/: a failure
+same bytes. The folders are staged in a hidden folder at the project root and renamed into recipes/: a failure
 leaves nothing.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
 import tempfile
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
+from generator import tomltext
 from generator.diagnostics import Diagnostic, RecipegenError, display_path
 from generator.importers.base import ImportedRecipe, TomlValue
 
 SCHEMA_LINE = "#:schema ../../schema/recipe.schema.json"
-_BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 
 
@@ -48,7 +47,7 @@ def render(imported: ImportedRecipe, schema_line: str = SCHEMA_LINE) -> str:
 
 
 def entry(key: str, value: TomlValue, source: str) -> list[str]:
-    name = key if _BARE_KEY.match(key) else _basic(key)
+    name = tomltext.key(key)
     rendered = _value(value)
     if "\n" in rendered:  # a multi-line value: its comment goes above it
         return [comment(source), f"{name} = {rendered}"]
@@ -63,7 +62,7 @@ def _value(value: TomlValue) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, (int, float)):
-        return _number(value)
+        return tomltext.number(value)
     if isinstance(value, dict):
         return _inline(value)
     if isinstance(value, list):
@@ -74,16 +73,6 @@ def _value(value: TomlValue) -> str:
     return _string(value)
 
 
-def _number(value: int | float) -> str:
-    if isinstance(value, int):
-        return str(value)
-    if value != value:
-        return "nan"
-    if value in (float("inf"), float("-inf")):
-        return "inf" if value > 0 else "-inf"
-    return repr(value)  # the shortest text that reads back as the same float; TOML reads Python's exponents
-
-
 def _inline(table: dict[str, Any]) -> str:
     """An inline table, nested as deep as the value is (one line: TOML 1.0 inline tables cannot break)."""
     def one(v: Any) -> str:
@@ -91,9 +80,9 @@ def _inline(table: dict[str, Any]) -> str:
             return _inline(v)
         if isinstance(v, list):
             return "[" + ", ".join(one(i) for i in v) + "]"
-        return _value(v) if not isinstance(v, str) else _basic(v)
+        return tomltext.basic_string(v) if isinstance(v, str) else _value(v)  # a block cannot break a line here
 
-    return "{" + ", ".join(f"{k if _BARE_KEY.match(k) else _basic(k)} = {one(v)}" for k, v in table.items()) + "}"
+    return "{" + ", ".join(f"{tomltext.key(k)} = {one(v)}" for k, v in table.items()) + "}"
 
 
 def _string(text: str) -> str:
@@ -101,11 +90,7 @@ def _string(text: str) -> str:
     if "\n" in text and "'''" not in text and not text.endswith("'") and not _CONTROL.search(text) \
             and "\r" not in text:
         return "'''\n" + text + "'''"
-    return _basic(text)
-
-
-def _basic(text: str) -> str:
-    return json.dumps(text, ensure_ascii=False).replace("\x7f", "\\u007f")
+    return tomltext.basic_string(text)
 
 
 def _check(text: str, imported: ImportedRecipe) -> None:
@@ -117,25 +102,49 @@ def _check(text: str, imported: ImportedRecipe) -> None:
         raise ValueError(f"recipegen import wrote TOML that reads back differently: {wrong or ['env']}")
 
 
-def write_recipe(folder: Path, text: str, imported: ImportedRecipe) -> None:
-    """recipes/<id>/ with recipe.toml and mods/<name>/ copied, swapped in whole (the caller decides whether an
-    existing folder may be replaced). Staged in a hidden folder at the project root, not under recipes/, so a
-    build running meanwhile (or after a crash) never sees a half-made recipe."""
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    stage = Path(tempfile.mkdtemp(prefix=".recipegen-import-", dir=folder.parent.parent))
+def schema_error(text: str, kind: str) -> Diagnostic | None:
+    """The first error `validate` would find in the written file's schema (recipe or cluster), if any: an import
+    never writes a file validate refuses."""
+    from generator.schemas import validate_document
+    from generator.tomldoc import parse_toml
+
+    errors = [d for d in validate_document(parse_toml(text, Path(f"{kind}.toml")), kind) if d.is_error]
+    return errors[0] if errors else None
+
+
+def write_recipes(recipes: list[tuple[Path, str, ImportedRecipe]], before_swap: Callable[[], None] = lambda: None,
+                  ) -> None:
+    """Each recipes/<id>/ (folder, its recipe.toml text, its import) with mods/<name>/ copied, swapped in whole
+    (the caller decides whether an existing folder may be replaced). All are staged first, in a hidden folder at
+    the project root, not under recipes/, so a build running meanwhile (or after a crash) never sees a half-made
+    recipe, and a mod that cannot be copied leaves every recipe unwritten. `before_swap` runs once all are staged
+    (the cluster file's write, so it too is skipped when a copy fails)."""
+    if not recipes:
+        before_swap()
+        return
+    recipes_dir = recipes[0][0].parent
+    recipes_dir.mkdir(parents=True, exist_ok=True)
+    stage = Path(tempfile.mkdtemp(prefix=".recipegen-import-", dir=recipes_dir.parent))
     try:
-        new = stage / folder.name
-        new.mkdir()
-        (new / "recipe.toml").write_text(text, "utf-8")
-        for mod in imported.mods:
-            try:
-                shutil.copytree(mod.folder, new / "mods" / mod.name, symlinks=False)
-            except shutil.Error as exc:  # every file that failed: (source, target, why); name the first
-                source, _, why = exc.args[0][0]
-                raise RecipegenError(Diagnostic(display_path(source), None, None, "mods",
-                                                f"cannot copy this file of mod '{mod.name}': {why}")) from None
-        if folder.exists():  # two renames: the old recipe leaves, the new one arrives
-            os.rename(folder, stage / ".replaced")
-        os.rename(new, folder)
+        staged = [(_stage(stage / str(n), text, imported), folder)
+                  for n, (folder, text, imported) in enumerate(recipes)]
+        before_swap()
+        for n, (new, folder) in enumerate(staged):
+            if folder.exists():  # two renames: the old recipe leaves, the new one arrives
+                os.rename(folder, stage / f".replaced-{n}")
+            os.rename(new, folder)
     finally:
         shutil.rmtree(stage, ignore_errors=True)
+
+
+def _stage(new: Path, text: str, imported: ImportedRecipe) -> Path:
+    new.mkdir()
+    (new / "recipe.toml").write_text(text, "utf-8")
+    for mod in imported.mods:
+        try:
+            shutil.copytree(mod.folder, new / "mods" / mod.name, symlinks=False)
+        except shutil.Error as exc:  # every file that failed: (source, target, why); name the first
+            source, _, why = exc.args[0][0]
+            raise RecipegenError(Diagnostic(display_path(source), None, None, "mods",
+                                            f"cannot copy this file of mod '{mod.name}': {why}")) from None
+    return new

@@ -36,13 +36,22 @@ class YamlFile:
                                          ".".join(path) or None, message))
 
 
+def read_text(path: Path) -> str:
+    """A peer file's text, or one error naming the file (not UTF-8, or not readable)."""
+    try:
+        return path.read_text("utf-8")
+    except UnicodeDecodeError as exc:
+        raise RecipegenError(Diagnostic(display_path(path), None, None, None,
+                                        f"not UTF-8 text ({exc.reason})")) from None
+    except OSError as exc:
+        raise RecipegenError(Diagnostic(display_path(path), None, None, None,
+                                        f"cannot read the file: {exc.strerror or exc}")) from None
+
+
 def read(path: Path) -> YamlFile:
     """The file as a mapping, or one error naming the file and the line where it stops being YAML."""
     shown = display_path(path)
-    try:
-        text = path.read_text("utf-8")
-    except UnicodeDecodeError as exc:
-        raise RecipegenError(Diagnostic(shown, None, None, None, f"not UTF-8 text ({exc.reason})")) from None
+    text = read_text(path)
     loader = yaml.SafeLoader(text)
     try:
         node = loader.get_single_node()

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import re
 from functools import cache
 from typing import TYPE_CHECKING
 
+from generator import tomltext
 from generator.cluster.probe.facts import NodeFacts
 from generator.cluster.probe.proposal import Proposal
 from generator.model import Ulimits
@@ -15,8 +15,6 @@ if TYPE_CHECKING:
     import jinja2
 
 DEFAULT_STACK = Ulimits().stack  # the model's default, written out so the file says what applies
-_BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
-_TOML_ESCAPE = re.compile("[\x00-\x1f\x7f\u2028\u2029]")
 
 
 def toml_value(value: object) -> str:
@@ -25,22 +23,17 @@ def toml_value(value: object) -> str:
         return value
     if isinstance(value, bool):
         return "true" if value else "false"
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, float):
-        return repr(value)
+    if isinstance(value, (int, float)):
+        return tomltext.number(value)
     if isinstance(value, str):
-        body = value.replace("\\", "\\\\").replace('"', '\\"')
-        body = _TOML_ESCAPE.sub(lambda m: {"\n": "\\n", "\t": "\\t", "\r": "\\r"}.get(m[0], f"\\u{ord(m[0]):04x}"),
-                                body)
-        return f'"{body}"'
+        return tomltext.basic_string(value)
     if value is None:
         raise TypeError("a None value reached the cluster template")
     raise TypeError(f"the cluster template may only print strings, booleans and numbers, not {type(value).__name__}")
 
 
 def toml_key(key: str) -> Raw:
-    return Raw(key if _BARE_KEY.match(key) else toml_value(key))
+    return Raw(tomltext.key(key))
 
 
 def toml_comment(text: object) -> Raw:
