@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from generator import rayoptions
 from generator.argwords import merge_args
 from generator.model import ENGINE_DEFAULT_PORT, Arg, Cluster, Node, Recipe
 
@@ -133,12 +134,13 @@ def _vllm_ray(recipe: Recipe, cluster: Cluster, rank: int, head: Node, node: Nod
              "--pipeline-parallel-size", str(recipe.pipeline_parallel_size), "--distributed-executor-backend", "ray"]
     if not multi:  # vLLM starts a local Ray by itself
         return _assemble(recipe.entrypoint, serve, user)
-    options = tuple(a.word for a in ray_options(recipe, cluster))
-    if rank > 0:
+    options = ray_options(recipe, cluster)
+    if rank > 0:  # a worker's `ray start` aborts on a head-only option (`--include-dashboard=false` ...)
         join = ("ray", "start", "--block", f"--address={head.address}:{cluster.ray_port}",
-                f"--node-ip-address={node.address}", *options)
+                f"--node-ip-address={node.address}", *(a.word for a in rayoptions.for_worker(options)))
         return RankCommand(join, frozenset(range(len(join))), ray_worker=(head.address, cluster.ray_port))
-    start = ("ray", "start", "--head", f"--port={cluster.ray_port}", f"--node-ip-address={head.address}", *options)
+    start = ("ray", "start", "--head", f"--port={cluster.ray_port}", f"--node-ip-address={head.address}",
+             *(a.word for a in options))
     engine = _assemble(recipe.entrypoint, serve, user)
     return RankCommand(engine.argv, engine.compiler_words, ray_head=start)
 

@@ -15,7 +15,7 @@ from generator.argwords import group_flags, json_problem
 from generator.diagnostics import Diagnostic
 from generator.engines import OWNED_ENV, OWNED_FLAGS, OWNED_RAY_FLAGS
 # The rule modules grouped by what they protect register themselves on import: lint_recipe runs them all.
-from generator import lint_flags, lint_launch, lint_mounts, lint_paths, lint_ports  # noqa: F401
+from generator import lint_flags, lint_launch, lint_mounts, lint_paths, lint_ports, lint_ray  # noqa: F401
 from generator.lint_registry import ERROR, RULES as RULES, WARNING, Findings, flags, rule
 from generator.model import (HF_CACHE_IN_CONTAINER, LAUNCHER_PATH, Cluster, ContainerOptions, FlagGroup, Mount,
                              NodeChoiceError, Origin, Recipe, container_target)
@@ -456,7 +456,7 @@ def _cluster_ray_flags(doc: TomlDocument) -> list[Diagnostic]:
         return []  # loading the cluster reports the quoting
     return [Diagnostic(doc.shown, group.args[0].origin.line, group.args[0].origin.col, "ray_args",
                        f"'{group.flag}' is set by the compiler: {OWNED_RAY_FLAGS[group.flag]}", ERROR, "owned-flag")
-            for group in group_flags(words) if group.flag in OWNED_RAY_FLAGS]
+            for group in group_flags(words) if group.flag in OWNED_RAY_FLAGS] + lint_ray.cluster_findings(doc, words)
 
 
 @rule("engine-release", WARNING, "the image's engine release lacks a flag the compiler writes (rank wiring)")

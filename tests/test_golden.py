@@ -329,8 +329,13 @@ def test_vllm_ray_rank_commands(case: str, built):
     assert waits == [["python3", "-", "600", f"{worker['name']}={worker['address']}"]]
     assert lines.index(next(l for l in lines if l.startswith("ray start"))) < lines.index("exec \"$@\"")
 
+    # A worker's `ray start` aborts on a head-only option ("should only be specified when starting head node with
+    # --head": `head_only_flags` in ray/scripts/scripts.py, Ray 2.60): those go to the head alone.
+    head_only = {"--port", "--redis-shard-ports", "--include-dashboard"}
+    worker_options = [word for group in ray_groups if group[0].split("=", 1)[0] not in head_only for word in group]
+    assert worker_options != ray_options or case != "ray-setup-mods"  # the case has one: it is checked
     worker_argv = ["ray", "start", "--block", f"--address={head['address']}:{ray_port}",
-                   f"--node-ip-address={worker['address']}", *ray_options]
+                   f"--node-ip-address={worker['address']}", *worker_options]
     # The worker runs the launcher too: it waits for the head's Ray port, then runs (and retries) `ray start`.
     assert worker_svc["entrypoint"] == ["/bin/sh", "/opt/recipegen/launch.sh"]
     assert worker_svc["command"] == worker_argv and worker_stack["command"] == worker_argv

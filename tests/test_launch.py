@@ -422,3 +422,34 @@ def test_mod_text_starting_with_a_tab_arrives_exactly(tmp_path: Path):
         """, mods={"tabbed": {"run.sh": "#!/bin/sh\n", "Makefile": text}})
     assert build(root).exit_code == 0
     assert container_files(compose(root, "n1"))["/workspace/mods/tabbed/Makefile"] == text
+
+
+# `ray start` refusing its command line as click does (a usage error: exit status 2), and as Ray's own checks do
+# (cli_logger.abort: a PANIC line, click's "Error: " line, exit status 1), each before any connection.
+REFUSING_RAY = {
+    "usage": RECORD + "echo \"Error: No such option '--bogus'.\" >&2; exit 2\n",
+    "abort": RECORD + "echo '2026-12-03 18:36:23,194\tPANIC scripts.py:1204 -- `--include-dashboard` should only be "
+                      "specified when starting head node with `--head`.'; "
+                      "echo 'Error: `{}` should only be specified when starting head node with `{}`.' >&2; exit 1\n",
+}
+
+
+@pytest.mark.parametrize("how", sorted(REFUSING_RAY))
+def test_a_ray_worker_whose_ray_start_refuses_its_options_fails_at_once(tmp_path: Path, how: str):
+    """Not retried until ray_join_timeout (60 s here): Ray's error line, then recipegen's, then exit 2."""
+    port = free_port()
+    root = loopback_ray_project(tmp_path, port, "60s")
+    assert build(root).exit_code == 0
+    log = tmp_path / "log"
+    started = time.monotonic()
+    with head_port(port, 0):
+        result = run_launcher(root, "n2", tmp_path, {"ray": REFUSING_RAY[how]}, {"LOG": str(log)})
+    took = time.monotonic() - started
+    assert result.returncode == 2, result.stderr
+    assert len(log.read_text().splitlines()) == 1  # run once
+    lines = result.stderr.strip().splitlines()
+    assert lines[-1] == "recipegen: `ray start` refused its options (Ray's error above): not retried"
+    assert lines[-2].startswith("Error: ")
+    if how == "abort":
+        assert "PANIC" in result.stdout and "should only be specified when starting head node" in result.stdout
+    assert took < 20

@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import image
+from . import image, rayimage
 from .sysutil import (LabError, LabTimeout, base36, docker_ping, each, mounts_under, pid_alive,
                       read_pidfile, run, stop_pid, unmount_under, wait_until)
 
@@ -140,6 +140,7 @@ class Lab:
         self.subnet: ipaddress.IPv4Network | None = None
         self.timings: dict[str, float] = {}
         self._archive: bytes | None = None  # the engine image archive, made once per Lab
+        self._ray_archive: Path | None = None  # the Ray image's, made when a test first asks for it
         self._initial = nodes
         self.env: dict[str, str] = self._make_env()
 
@@ -359,6 +360,24 @@ class Lab:
         each(lambda n: image.copy(self._docker_cmd(source), self._docker_cmd(n), self.env),
              [n for n in nodes if n is not source])
 
+    def provide_ray_image(self) -> str:
+        """Put the Ray engine image (the engine image plus a real Ray, lab/rayimage.py) on every node, made once
+        per Lab and loaded on nodes that lack it; returns its name. LabError when its wheels are not cached."""
+        if self._ray_archive is None:
+            with self._timed("ray image"):
+                context_dir = self.dir / "engine-context"
+                if not context_dir.exists():
+                    image.stage_context(context_dir)
+                ray_dir = rayimage.stage(self.dir / "ray-context", context_dir / "rootfs")
+                self._ray_archive = rayimage.archive(context_dir, ray_dir, self.dir / "ray-image.tar")
+                shutil.rmtree(ray_dir)
+        archive = self._ray_archive
+        missing = [n for n in self.nodes  # a test may have removed images: asked, not remembered
+                   if self.docker(n, "image", "inspect", rayimage.RAY_IMAGE, check=False).returncode]
+        with self._timed("ray image load"):
+            each(lambda n: rayimage.load(archive, self._docker_cmd(n), self.env), missing)
+        return rayimage.RAY_IMAGE
+
     # --- using the nodes ---------------------------------------------------------------------
 
     def _docker_cmd(self, node: Node) -> list[str]:
@@ -373,11 +392,12 @@ class Lab:
         return run([*self._docker_cmd(self.node(node)), *args], check=check, env=self.env,
                    timeout=timeout, input=input)
 
-    def alias_image(self, *names: str, nodes: Iterable[Node | str | int] | None = None) -> None:
-        """Tag the engine image as `names` on the nodes, so that compiled recipes naming their
-        real engine images (e.g. vllm/vllm-openai:latest) run the stand-in: nothing can be pulled
-        here."""
-        each(lambda n: [self.docker(n, "tag", image.IMAGE, name) for name in names],
+    def alias_image(self, *names: str, nodes: Iterable[Node | str | int] | None = None,
+                    source: str = image.IMAGE) -> None:
+        """Tag the engine image (or `source`, e.g. the Ray image) as `names` on the nodes, so that compiled
+        recipes naming their real engine images (e.g. vllm/vllm-openai:latest) run the stand-in: nothing can be
+        pulled here."""
+        each(lambda n: [self.docker(n, "tag", source, name) for name in names],
              self._select(nodes))
 
     def remove_containers(self, nodes: Iterable[Node | str | int] | None = None) -> None:
@@ -441,6 +461,7 @@ def cluster_toml(nodes: Sequence[Node], name: str) -> str:
         "rdma = false  # no /dev/infiniband in the lab",
         "master_port = 29501",
         'stop_grace_period = "5s"',
+        f"ray_args = {json.dumps(list(rayimage.LIGHT_RAY))}  # a light Ray on the shared cores",
         "",
         "[ulimits]",
         f"memlock = {LAB_MEMLOCK}  # the sandbox's hard memlock limit; -1 cannot start here",

@@ -7,9 +7,12 @@ Fixtures:
                the whole session: fewer dockerds on the 2 cores, and each size costs one start.
   clean_lab    function-scoped: the session Lab after lab.reset() (all dockerds up, no swarm,
                no containers), for tests that must not see what earlier tests left.
+  ray_lab      function-scoped: clean_lab with the Ray image (a real Ray, lab/rayimage.py) on every
+               node; the image is made and loaded when the first test asks for it.
 
 Where the lab cannot run, its tests are skipped with the reason, except under CI (env CI set),
-where they fail: in CI the lab tests must run.
+where they fail: in CI the lab tests must run. The same for the Ray tests without the cached Ray
+wheels (.ci/run downloads them).
 """
 
 from __future__ import annotations
@@ -22,9 +25,10 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
+from . import rayimage
 from .netlab import Lab, unavailable_reason
 
-LAB_FIXTURES = {"lab", "lab_factory", "clean_lab"}
+LAB_FIXTURES = {"lab", "lab_factory", "clean_lab", "ray_lab"}
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -103,6 +107,22 @@ def lab(lab_factory: Callable[[int], Lab]) -> Lab:
 def clean_lab(lab: Lab) -> Lab:
     lab.reset()
     return lab
+
+
+@pytest.fixture
+def ray_lab(clean_lab: Lab) -> Lab:
+    reason = rayimage.unavailable_reason()
+    if reason is not None:
+        if os.environ.get("CI"):
+            pytest.fail(f"the Ray lab tests cannot run, and CI must run them: {reason}", pytrace=False)
+        print(f"\nRay lab tests skipped: {reason}")
+        pytest.skip(f"Ray image unavailable: {reason}")
+    made = "ray image" in clean_lab.timings
+    clean_lab.provide_ray_image()
+    if not made:  # its cost, once (shown with -s)
+        print(f"\nlab {clean_lab.tag} Ray image: made in {clean_lab.timings['ray image']:.1f}s, loaded on "
+              f"{len(clean_lab.nodes)} nodes in {clean_lab.timings['ray image load']:.1f}s")
+    return clean_lab
 
 
 def _report(lab: Lab, what: str) -> None:

@@ -3,10 +3,10 @@ a rank and expose the API, ignores the rest (in any order, `--flag value` or `--
 
   rank 0 (multiprocessing): listen on --master-port, wait for --nnodes - 1 workers, then serve HTTP.
   rank > 0 (--headless):    join --master-addr:--master-port, or exit 1 if it is unreachable.
-  --distributed-executor-backend ray: connect to Ray as vLLM does (ray.init: the running cluster
-      of this node, else a local one), wait until the cluster has tensor * pipeline nodes, then
-      start one "worker process" per node with the environment vLLM's Ray executor gives it
-      (env_for_workers below), and serve.
+  --distributed-executor-backend ray: connect to the real Ray of the lab's Ray image as vLLM does
+      (ray.init: the running cluster of this node, else a local one), wait until ray.nodes() shows
+      tensor * pipeline live nodes, then start one "worker process" per node (a Ray task pinned to it)
+      with the environment vLLM's Ray executor gives it (env_for_workers below), and serve.
 """
 
 from __future__ import annotations
@@ -143,11 +143,18 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def start_ray_workers(world_size: int) -> None:
-    """The Ray executor's start: ray.init (the running cluster, else a local one of this node),
-    one node per rank (a Spark has one GPU), then one worker per node, the driver's first."""
-    import ray  # the image's stand-in package, as vLLM imports the real one
+    """The Ray executor's start, on real Ray: ray.init (the cluster `ray start` left on this node, else a local
+    one), until ray.nodes() shows one live node per rank (a Spark has one GPU), then one worker process per node,
+    the driver's first, each a Ray task pinned to its node."""
+    import logging
 
-    ray.init()  # vLLM: initialize_ray_cluster, with no address: the running cluster, else a local one
+    import ray  # the real Ray of the lab's Ray image, as vLLM imports it
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    from labengine.rayworker import worker_process
+
+    ray.init(logging_level=logging.WARNING)  # vLLM: initialize_ray_cluster, no address: the running cluster
+
     def alive() -> list[dict[str, Any]]:
         return [node for node in ray.nodes() if node["Alive"]]
 
@@ -157,6 +164,11 @@ def start_ray_workers(world_size: int) -> None:
     nodes = sorted(alive(), key=lambda node: (node["NodeManagerAddress"] != driver_ip,
                                               node["NodeManagerAddress"]))[:world_size]
     copied = env_for_workers(dict(os.environ))
-    for rank, node in enumerate(nodes):
-        # CUDA_VISIBLE_DEVICES: current_platform.device_control_env_var, the node's GPU ids.
-        ray._lab_start_worker(node["NodeID"], {"CUDA_VISIBLE_DEVICES": "0", **copied}, rank)
+    task = ray.remote(num_cpus=0)(worker_process)
+    # CUDA_VISIBLE_DEVICES: current_platform.device_control_env_var, the node's GPU ids.
+    said = ray.get([task.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node["NodeID"], soft=False))
+                    .remote({"CUDA_VISIBLE_DEVICES": "0", **copied}, rank) for rank, node in enumerate(nodes)],
+                   timeout=600)
+    for line in (line for lines in said for line in lines):
+        log(line)
+    log(f"started {len(nodes)} Ray worker process(es)")
