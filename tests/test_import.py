@@ -154,8 +154,9 @@ def test_eugr_solo_run_gets_no_cluster_ray_variables(project):
 def test_eugr_ray_flag_keeps_ray(project):
     f = write(project / "peer" / "e.yaml", EUGR)
     data = tomllib.loads(run("import", "--ray", "--dry-run", str(f)).stdout)
-    assert data["distributed_backend"] == "ray"  # launch-cluster.sh's `ray start` options, head and workers alike
-    assert data["ray_args"] == ["--object-store-memory", "1073741824", "--num-cpus", "2", "--disable-usage-stats"]
+    assert data["distributed_backend"] == "ray"  # launch-cluster.sh's `ray start` options (the head-only one: head)
+    assert data["ray_args"] == ["--object-store-memory", "1073741824", "--num-cpus", "2", "--disable-usage-stats",
+                                "--include-dashboard=false"]
     assert data["env"]["RAY_memory_monitor_refresh_ms"] == "0"
 
 

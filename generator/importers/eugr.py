@@ -31,7 +31,9 @@ _BACKEND = re.compile(r"--distributed-executor-backend\s+\S+")
 _CACHES = (("~/.cache/vllm", "/root/.cache/vllm"), ("~/.cache/flashinfer", "/root/.cache/flashinfer"),
            ("~/.triton", "/root/.triton"))
 # launch-cluster.sh start_ray_head / start_ray_worker: the options both give `ray start`
-_RAY_ARGS = ("--object-store-memory", "1073741824", "--num-cpus", "2", "--disable-usage-stats")
+# launch-cluster.sh's `ray start` options; its head-only --include-dashboard=false reaches the head alone (plan.py)
+_RAY_ARGS = ("--object-store-memory", "1073741824", "--num-cpus", "2", "--disable-usage-stats",
+             "--include-dashboard=false")
 _LAUNCHER_ENV = {"NCCL_IGNORE_CPU_AFFINITY": "1"}  # launch-cluster.sh DOCKER_ARGS
 # launch-cluster.sh get_env_flags: every container of a multi-node run, with or without Ray
 _CLUSTER_ENV = {"RAY_memory_monitor_refresh_ms": "0", "RAY_num_prestart_python_workers": "0",
@@ -101,8 +103,8 @@ class EugrImporter:
         if mods:
             fields.append(Field("mods", [f"mods/{m.name}" for m in mods], f"{doc.name}: mods"))
         if ray:
-            fields.append(Field("ray_args", list(_RAY_ARGS), "launch-cluster.sh's `ray start` on every node (the "
-                                                            "head's --include-dashboard=false has no every-node home)"))
+            fields.append(Field("ray_args", list(_RAY_ARGS), "launch-cluster.sh's `ray start` (the head-only "
+                                                            "--include-dashboard=false goes to the head alone)"))
         if cmd.args.strip():
             fields.append(Field("args", [cmd.args], f"{src}, formatted over defaults"))
         env = [EnvVar(str(k), str(v), f"{doc.name}: env.{k}") for k, v in env_in.items()]
