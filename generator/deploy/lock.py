@@ -141,7 +141,8 @@ def acquire(nodes: Sequence[OnNode], claim: Claim, wait: float = 0.0) -> Held:
             return held
         held.release()
         if time.monotonic() >= deadline:
-            others = [h for h in (read(n) for n in ordered(nodes)) if h and h.invocation != claim.invocation]
+            others = [h for h in locks(ordered(nodes)).values()  # a node gone silent meanwhile: not named
+                      if isinstance(h, Holder) and h.invocation != claim.invocation]
             raise NodesBusy(others or [busy], wait)
         time.sleep(min(POLL, max(0.0, deadline - time.monotonic())))
 
@@ -175,17 +176,20 @@ def _take(node: OnNode, claim: Claim) -> str | Holder | Silent | None:
     args = ["create", "--name", LOCK_CONTAINER, "--pull", "never", "--network", "none",
             *[a for k, v in labels.items() for a in ("--label", f"{k}={v}")], LOCK_IMAGE]
     for _ in range(3):  # a holder may go between our create and our look at it: then try again
-        try:
-            return node.docker.run(*args, timeout=20).strip()
+        try:  # the node may stop answering at any of these calls: Silent, as when it never answered
+            try:
+                return node.docker.run(*args, timeout=20).strip()
+            except DockerError as exc:
+                if exc.failure is Failure.NOT_FOUND:
+                    _make_image(node)
+                    continue
+                if exc.failure is not Failure.CONFLICT:
+                    raise
+            holder = read(node)
         except DockerError as exc:
-            if exc.failure is Failure.NOT_FOUND:
-                _make_image(node)
-                continue
-            if exc.failure is not Failure.CONFLICT:
-                if exc.failure in (Failure.UNREACHABLE, Failure.TIMEOUT, Failure.NO_CONTEXT):
-                    return Silent(reason(exc))
-                raise
-        holder = read(node)
+            if exc.failure in (Failure.UNREACHABLE, Failure.TIMEOUT, Failure.NO_CONTEXT):
+                return Silent(reason(exc))
+            raise
         if holder is not None:
             return None if holder.invocation == claim.invocation else holder
     return Silent("the lock container kept appearing and vanishing")
