@@ -164,6 +164,27 @@ def test_a_node_that_stops_answering_while_its_lock_is_read_is_left_to_the_comma
     held.release()
 
 
+@dataclass
+class SlowCreate(Engine):
+    """An engine that creates the lock after the CLI has given up waiting (the client's timeout kills `docker`,
+    not the daemon's work)."""
+
+    def run(self, *args: str, timeout: float = 30, input: bytes | None = None) -> str:
+        said = super().run(*args, timeout=timeout, input=input)
+        if args[0] == "create":
+            raise DockerError(["docker", *args], None, "", f"no answer within {timeout:.0f}s")
+        return said
+
+
+def test_a_lock_whose_create_timed_out_is_let_go_too(engines: dict[str, Engine]):
+    slow, live = on("spark1", "10.0.0.1"), on("spark2", "10.0.0.2")
+    engines["ctx-spark1"] = SlowCreate("ctx-spark1")
+    with lock.holding([slow, live], Claim.of("r", "recipegen down r")) as held:
+        assert [n.name for n, _ in held.nodes] == ["spark2"] and "no answer" in held.skipped["spark1"]
+        assert engines["ctx-spark1"].locks  # it landed after all
+    assert not engines["ctx-spark1"].locks and not engines["ctx-spark2"].locks
+
+
 def test_the_lock_is_let_go_when_the_command_is_interrupted(engines: dict[str, Engine]):
     node = on("spark1", "10.0.0.1")
     with pytest.raises(KeyboardInterrupt):
