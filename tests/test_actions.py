@@ -325,3 +325,37 @@ def test_wait_gone_waits_for_the_last_container_but_not_for_a_dead_node(deployme
     assert list(left) == ["spark2"] and left["spark2"][0].startswith("(no answer: Cannot connect to the Docker daemon")
     monkeypatch.setattr(base, "leftovers", lambda target, label: ["stuck"])
     assert base.wait_gone(deployment, deployment.targets[:1], timeout=0.05) == {"spark1": ["stuck"]}
+
+
+def test_swarm_cleanup_knows_each_service_that_ran_before(deployment: CompiledDeployment,
+                                                          monkeypatch: pytest.MonkeyPatch):
+    """`docker service inspect a b` with b missing prints a and exits 1 ("no such service: b"): read as nothing
+    there at all, a failed `up` after a partial earlier stack removed that stack's remaining services too."""
+    from generator.deploy import docker
+    from generator.deploy.backends.swarm import SwarmBackend
+
+    services = {f"{RECIPE}_spark1": "earlier-id"}  # the earlier stack kept spark1's service only
+    removed: list[str] = []
+
+    def cli(cmd: list[str], timeout: float = 0, input: bytes | None = None, env: object = None) -> str:
+        args = cmd[3:]  # after `docker --context CTX`
+        if args[:2] == ["service", "inspect"]:
+            found = [{"ID": services[n], "Spec": {"Name": n}} for n in args[2:] if n in services]
+            missing = [n for n in args[2:] if n not in services]
+            if missing:
+                raise DockerError(cmd, 1, json.dumps(found), f"Error: no such service: {missing[0]}")
+            return json.dumps(found)
+        if args[:2] == ["service", "rm"]:
+            removed.extend(args[2:])
+            return ""
+        return ""  # `ps`: no container left
+
+    monkeypatch.setattr(docker, "run_command", cli)
+    backend = SwarmBackend(deployment.cluster)
+    backend._manager = deployment.cluster.nodes[0]
+    before = backend.existing(deployment)
+    assert before == {"spark1": frozenset({"earlier-id"}), "spark2": frozenset()}
+    services[f"{RECIPE}_spark2"] = "new-id"  # what this `up` created
+    result = backend.remove_new(deployment, before)
+    assert removed == ["new-id"]
+    assert result == [Removal("spark1", kept=(f"{RECIPE}_spark1",)), Removal("spark2", (f"{RECIPE}_spark2",))]

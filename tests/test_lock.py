@@ -53,6 +53,9 @@ class Engine:
         raise AssertionError(f"unexpected call {args}")
 
     def inspect_container(self, name: str) -> dict[str, object] | None:
+        if not self.up:  # as Docker.inspect: only "no such object" is None
+            raise DockerError(["docker", "--context", self.name, "inspect"], 1, "[]",
+                              "Cannot connect to the Docker daemon at unix:///x.sock")
         with self._guard:
             for cid, labels in self.locks.items():
                 return {"Id": cid, "Config": {"Labels": labels}}
@@ -125,6 +128,61 @@ def test_a_node_that_does_not_answer_is_left_to_the_command_to_report(engines: d
     held = acquire([dead, live], Claim.of("r", "recipegen down r"))
     assert [n.name for n, _ in held.nodes] == ["spark2"] and "Cannot connect" in held.skipped["spark1"]
     held.release()
+
+
+def test_a_refusal_names_the_holder_though_another_node_stopped_answering(engines: dict[str, Engine]):
+    """The holders are read once more for the refusal: a node gone silent meanwhile must not turn it into a
+    docker error about that node."""
+    busy, silent = on("spark1", "10.0.0.1"), on("spark2", "10.0.0.2")
+    other = acquire([busy], Claim.of("alpha", "recipegen up alpha", 600))
+    engines["ctx-spark2"] = Engine("ctx-spark2", up=False)
+    with pytest.raises(NodesBusy) as refused:
+        acquire([busy, silent], Claim.of("beta", "recipegen up beta"))
+    assert [(h.node, h.recipe) for h in refused.value.holders] == [("spark1", "alpha")]
+    other.release()
+
+
+@dataclass
+class SilentOnLook(Engine):
+    """An engine that refuses the create as taken, then stops answering before the lock can be read."""
+
+    def run(self, *args: str, timeout: float = 30, input: bytes | None = None) -> str:
+        if args[0] == "create":
+            raise DockerError(["docker", *args], 125, "", 'Error response from daemon: Conflict. The container name '
+                                                           f'"/{LOCK_CONTAINER}" is already in use by container "x"')
+        return super().run(*args, timeout=timeout, input=input)
+
+    def inspect_container(self, name: str) -> dict[str, object] | None:
+        raise DockerError(["docker", "inspect"], None, "", "no answer within 30s")
+
+
+def test_a_node_that_stops_answering_while_its_lock_is_read_is_left_to_the_command(engines: dict[str, Engine]):
+    flaky, live = on("spark1", "10.0.0.1"), on("spark2", "10.0.0.2")
+    engines["ctx-spark1"] = SilentOnLook("ctx-spark1")
+    held = acquire([flaky, live], Claim.of("r", "recipegen down r"))
+    assert [n.name for n, _ in held.nodes] == ["spark2"] and "no answer" in held.skipped["spark1"]
+    held.release()
+
+
+@dataclass
+class SlowCreate(Engine):
+    """An engine that creates the lock after the CLI has given up waiting (the client's timeout kills `docker`,
+    not the daemon's work)."""
+
+    def run(self, *args: str, timeout: float = 30, input: bytes | None = None) -> str:
+        said = super().run(*args, timeout=timeout, input=input)
+        if args[0] == "create":
+            raise DockerError(["docker", *args], None, "", f"no answer within {timeout:.0f}s")
+        return said
+
+
+def test_a_lock_whose_create_timed_out_is_let_go_too(engines: dict[str, Engine]):
+    slow, live = on("spark1", "10.0.0.1"), on("spark2", "10.0.0.2")
+    engines["ctx-spark1"] = SlowCreate("ctx-spark1")
+    with lock.holding([slow, live], Claim.of("r", "recipegen down r")) as held:
+        assert [n.name for n, _ in held.nodes] == ["spark2"] and "no answer" in held.skipped["spark1"]
+        assert engines["ctx-spark1"].locks  # it landed after all
+    assert not engines["ctx-spark1"].locks and not engines["ctx-spark2"].locks
 
 
 def test_the_lock_is_let_go_when_the_command_is_interrupted(engines: dict[str, Engine]):

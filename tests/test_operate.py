@@ -182,3 +182,18 @@ def test_doctor_keeps_the_start_and_the_end_of_a_long_docker_error():
     said = _reason(DockerError(["docker", "run"], 125, "", long + "\nSee 'docker run --help'.\n"))
     assert said.startswith(head) and said.endswith(tail)
     assert _reason(DockerError(["docker", "run"], 125, "", head + " " + tail)) == head + " " + tail
+
+
+def test_ps_names_a_stale_lock_with_the_unlock_command_for_the_cluster_given(fake_docker):
+    """The unlock hint must reach the same cluster file: `recipegen unlock spark1` alone reads cluster.toml."""
+    shutil.copy("cluster.toml", "other.toml")
+    lock = json.dumps([{"Id": "0123abcd", "Config": {"Labels": {
+        "dev.recipegen.lock.recipe": "glm-4-5-air-sglang", "dev.recipegen.lock.command": "recipegen up glm-4-5-air-sglang",
+        "dev.recipegen.lock.host": "elsewhere", "dev.recipegen.lock.pid": "7",
+        "dev.recipegen.lock.since": "2026-01-01T00:00:00+00:00", "dev.recipegen.lock.bound": "60"}}}])
+    fake_docker(("inspect --type container recipegen-lock", 0, lock, ""), ("ps -a", 0, "", ""),
+                ("inspect", 0, RUNNING, ""))
+    result = cli("ps", "glm-4-5-air-sglang", "--cluster", "other.toml")
+    assert result.exit_code == 0, result.output
+    assert "looks stale: held " in result.stdout
+    assert "`recipegen unlock spark1 --cluster other.toml`" in result.stdout

@@ -236,8 +236,11 @@ def ps(recipe: str, cluster_path: Path | None, out_dir: Path | None, swarm: bool
         name = escape("".join(ch if ch.isprintable() else "?" for ch in name))
     table(f"{dep.project} ({name})" if name and name != dep.project else dep.project, ["node", "context", "container", "state", "health", "uptime", "status"],
           [[r.node, r.context, r.container, r.state, r.health, r.uptime, r.status] for r in result.ranks])
+    from generator.deploy.lock import unlock_hint
+
     for name, holder in result.held.items():
-        stale = f"; looks stale: {holder.stale} (`recipegen unlock {name}` breaks it)" if holder.stale else ""
+        hint = unlock_hint([name], f" --cluster {cluster_path}" if cluster_path else "")
+        stale = f"; looks stale: {holder.stale} (`{hint}` breaks it)" if holder.stale else ""
         click.echo(f"{name}: held by {holder.describe()}{stale}")
     unreachable = result.unreachable
     if unreachable:  # a table of question marks is not a status: scripts must see it failed

@@ -23,7 +23,7 @@ import tarfile
 import threading
 import time
 import uuid
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Iterator, Sequence
 
@@ -100,11 +100,14 @@ class Held:
     claim: Claim
     nodes: list[tuple[OnNode, str]]  # (node, lock container id), in the order taken
     skipped: dict[str, str]
+    unsure: list[OnNode] = field(default_factory=list)  # skipped, but the engine may have created the lock late
 
     def release(self) -> None:
         """Remove this invocation's lock containers, by id: never a lock someone else took since."""
         each(list(self.nodes), lambda item: _remove(item[0], item[1]), key=lambda item: item[0].name)
-        self.nodes = []
+        if self.unsure:
+            _release_mine(self.unsure, self.claim)
+        self.nodes, self.unsure = [], []
 
 
 def ordered(nodes: Sequence[OnNode]) -> list[OnNode]:
@@ -131,6 +134,8 @@ def acquire(nodes: Sequence[OnNode], claim: Claim, wait: float = 0.0) -> Held:
                     break
                 if isinstance(taken, Silent):
                     held.skipped[node.name] = taken.why
+                    if taken.maybe_taken:
+                        held.unsure.append(node)
                 elif taken is not None:
                     held.nodes.append((node, taken))
         except BaseException:  # Ctrl-C, SIGTERM: maybe between a create the engine did and its id reaching us
@@ -141,7 +146,8 @@ def acquire(nodes: Sequence[OnNode], claim: Claim, wait: float = 0.0) -> Held:
             return held
         held.release()
         if time.monotonic() >= deadline:
-            others = [h for h in (read(n) for n in ordered(nodes)) if h and h.invocation != claim.invocation]
+            others = [h for h in locks(ordered(nodes)).values()  # a node gone silent meanwhile: not named
+                      if isinstance(h, Holder) and h.invocation != claim.invocation]
             raise NodesBusy(others or [busy], wait)
         time.sleep(min(POLL, max(0.0, deadline - time.monotonic())))
 
@@ -160,9 +166,11 @@ def holding(nodes: Sequence[OnNode], claim: Claim, wait: float = 0.0) -> Iterato
 
 @dataclass(frozen=True)
 class Silent:
-    """A node that did not answer the lock: why."""
+    """A node that did not answer the lock: why. `maybe_taken`: the create itself timed out; killing the CLI does
+    not stop the daemon, so the lock may still appear: it is looked for (by this invocation's label) on release."""
 
     why: str
+    maybe_taken: bool = False
 
 
 def _take(node: OnNode, claim: Claim) -> str | Holder | Silent | None:
@@ -175,17 +183,22 @@ def _take(node: OnNode, claim: Claim) -> str | Holder | Silent | None:
     args = ["create", "--name", LOCK_CONTAINER, "--pull", "never", "--network", "none",
             *[a for k, v in labels.items() for a in ("--label", f"{k}={v}")], LOCK_IMAGE]
     for _ in range(3):  # a holder may go between our create and our look at it: then try again
-        try:
-            return node.docker.run(*args, timeout=20).strip()
+        try:  # the node may stop answering at any of these calls: Silent, as when it never answered
+            try:
+                return node.docker.run(*args, timeout=20).strip()
+            except DockerError as exc:
+                if exc.failure is Failure.NOT_FOUND:
+                    _make_image(node)
+                    continue
+                if exc.failure is Failure.TIMEOUT:
+                    return Silent(reason(exc), maybe_taken=True)
+                if exc.failure is not Failure.CONFLICT:
+                    raise
+            holder = read(node)
         except DockerError as exc:
-            if exc.failure is Failure.NOT_FOUND:
-                _make_image(node)
-                continue
-            if exc.failure is not Failure.CONFLICT:
-                if exc.failure in (Failure.UNREACHABLE, Failure.TIMEOUT, Failure.NO_CONTEXT):
-                    return Silent(reason(exc))
-                raise
-        holder = read(node)
+            if exc.failure in (Failure.UNREACHABLE, Failure.TIMEOUT, Failure.NO_CONTEXT):
+                return Silent(reason(exc))
+            raise
         if holder is not None:
             return None if holder.invocation == claim.invocation else holder
     return Silent("the lock container kept appearing and vanishing")

@@ -157,14 +157,20 @@ class SwarmBackend:
         return wait_gone(dep, nodes, timeout)
 
     def existing(self, dep: Deployment) -> Before:
-        """Each node's service of the stack, when there is one (its id)."""
+        """Each node's service of the stack, when there is one (its id). One service asked at a time: `docker
+        service inspect a b` with b missing exits "no such service", which would read as none of them there."""
         try:
-            specs = self.manager.inspect("service", *[stack_service(dep.project, t.name) for t in dep.targets])
-        except (DockerError, LookupError):
+            boss = self.manager
+        except LookupError:
             return {t.name: None for t in dep.targets}
-        ids = {str(_dict(s.get("Spec")).get("Name")): str(s.get("ID")) for s in specs}
-        return {t.name: frozenset([ids[n]] if (n := stack_service(dep.project, t.name)) in ids else [])
-                for t in dep.targets}
+
+        def service(target: Target) -> frozenset[str]:
+            name = stack_service(dep.project, target.name)
+            return frozenset(str(s.get("ID")) for s in boss.inspect("service", name)
+                             if _dict(s.get("Spec")).get("Name") == name)
+
+        found = each(dep.targets, service)
+        return {name: None if isinstance(ids, Exception) else ids for name, ids in found.items()}
 
     def remove_new(self, dep: Deployment, before: Before) -> list[Removal]:
         """`docker service rm` of the services this `up` created; a service that was there before (updated by
