@@ -202,13 +202,14 @@ def holder(**labels: str) -> Holder:
 
 def test_a_holder_is_stale_when_its_process_is_gone_or_it_outlived_its_bound(monkeypatch: pytest.MonkeyPatch):
     me = socket.gethostname()
+    here = {lock.HOST: me, lock.MACHINE: lock.machine_id()}  # what a lock taken on this machine says
     dead = subprocess.Popen(["true"])
     dead.wait()
-    gone = holder(**{lock.HOST: me, lock.PID: str(dead.pid)})
+    gone = holder(**here, **{lock.PID: str(dead.pid)})
     assert stale(gone) == f"its process {dead.pid} on {me} is gone"
-    alive = holder(**{lock.HOST: me, lock.PID: str(os.getpid()), lock.PID_START: lock._process_start(os.getpid())})
+    alive = holder(**here, **{lock.PID: str(os.getpid()), lock.PID_START: lock._process_start(os.getpid())})
     assert stale(alive) is None
-    reused = holder(**{lock.HOST: me, lock.PID: str(os.getpid()), lock.PID_START: "1"})  # the pid is another's now
+    reused = holder(**here, **{lock.PID: str(os.getpid()), lock.PID_START: "1"})  # the pid is another's now
     assert stale(reused) == f"its process {os.getpid()} on {me} is gone"
     since = datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
     elsewhere = holder(**{lock.HOST: "laptop", lock.PID: "1", lock.BOUND: "600"})
@@ -221,6 +222,15 @@ def test_a_holder_is_stale_when_its_process_is_gone_or_it_outlived_its_bound(mon
     namesake = holder(**{lock.HOST: me, lock.PID: str(dead.pid), lock.MACHINE: "another-machine"})
     assert stale(namesake, now=since) is None
     assert stale(holder(**{lock.HOST: "renamed", lock.PID: str(dead.pid), lock.MACHINE: "this-machine"}), now=since)
+    # a host-network container (the host's name, its own pids, no /etc/machine-id) judges no pid of the host's
+    monkeypatch.setattr(lock, "machine_id", lambda: "")
+    assert stale(holder(**{lock.HOST: me, lock.PID: str(dead.pid), lock.MACHINE: "the-host"}), now=since) is None
+    # and a holder that wrote no machine id is not judged by pid from a machine that has one
+    monkeypatch.setattr(lock, "machine_id", lambda: "this-machine")
+    assert stale(holder(**{lock.HOST: me, lock.PID: str(dead.pid)}), now=since) is None
+    # two machines without ids: the host name is all there is
+    monkeypatch.setattr(lock, "machine_id", lambda: "")
+    assert stale(holder(**{lock.HOST: me, lock.PID: str(dead.pid)}), now=since)
 
 
 def test_a_stale_lock_says_how_to_break_it():

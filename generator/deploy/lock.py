@@ -265,7 +265,9 @@ def stale(holder: Holder, now: datetime | None = None) -> str | None:
     """Why the holder is gone, or None when it may still work. Certain on its own host (its process is gone, or
     the pid is another process now); elsewhere, by age: it outlived the bound it wrote."""
     here = machine_id()
-    same = holder.machine == here if holder.machine and here else holder.host == socket.gethostname()
+    # Pids are judged only on the holder's own machine. Where either side has a machine id, the ids decide: a
+    # host-network container shares its host's name but not its pids, and has no /etc/machine-id of its own.
+    same = holder.machine == here if holder.machine or here else holder.host == socket.gethostname()
     if same and holder.pid:
         if not _alive(holder.pid) or _process_start(holder.pid) not in (holder.pid_start, ""):
             return f"its process {holder.pid} on {holder.host} is gone"
