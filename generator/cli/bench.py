@@ -13,6 +13,7 @@ import click
 
 from generator.cli.compile import cluster_option, compile_recipe, inputs
 from generator.cli.deploy import out_option
+from generator.deploy.progress import LiveTable
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -135,30 +136,20 @@ def _show_comparison(rid: str, c: Comparison) -> None:
         click.echo(f"{rid}: no regression beyond {REGRESSION:.0%}")
 
 
-class _Live:
+class _Live(LiveTable):
     """llama-benchy's tests as they run (generator.bench.live): a rich table on a terminal, refreshed as requests
     finish; a line per test as it starts and as it ends otherwise (CI, pipes)."""
 
     def __init__(self) -> None:
         from generator.bench.live import LiveTests
 
+        super().__init__()
         self.tests = LiveTests()
-        self.started = time.monotonic()
-        self._live: Any = None
         self._current: tuple[int, int, int, int] | None = None
-
-    def __enter__(self) -> "_Live":
-        if sys.stderr.isatty():
-            from rich.console import Console
-            from rich.live import Live
-
-            self._live = Live(self._table(), console=Console(stderr=True), refresh_per_second=4)
-            self._live.__enter__()
-        return self
 
     def __exit__(self, *exc: Any) -> None:
         if self._live is not None:
-            self._live.__exit__(*exc)
+            super().__exit__(*exc)
         elif self._current is not None and exc[0] is None:
             self._said(self._current, "done")
 

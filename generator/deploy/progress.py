@@ -4,21 +4,22 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Self
 
 if TYPE_CHECKING:
     from rich.live import Live
     from rich.table import Table
 
 
-class Progress:
-    def __init__(self, nodes: list[str], head: str) -> None:
-        self.states = {n: "waiting" for n in nodes}
-        self.head = head
+class LiveTable:
+    """A rich table redrawn in place on a terminal (stderr); nothing drawn otherwise (CI, pipes), where the
+    subclass prints a line per change instead. Subclasses draw `_table`."""
+
+    def __init__(self) -> None:
         self.started = time.monotonic()
         self._live: Live | None = None
 
-    def __enter__(self) -> "Progress":
+    def __enter__(self) -> Self:
         if sys.stderr.isatty():
             from rich.console import Console
             from rich.live import Live
@@ -30,6 +31,16 @@ class Progress:
     def __exit__(self, *exc: Any) -> None:
         if self._live is not None:
             self._live.__exit__(*exc)
+
+    def _table(self) -> Table:
+        raise NotImplementedError
+
+
+class Progress(LiveTable):
+    def __init__(self, nodes: list[str], head: str) -> None:
+        super().__init__()
+        self.states = {n: "waiting" for n in nodes}
+        self.head = head
 
     def update(self, node: str, state: str) -> None:
         self.states[node] = state
