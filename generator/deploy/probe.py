@@ -8,14 +8,14 @@ The first call may compile CUDA graphs for minutes, so its limit is its own (`--
 from __future__ import annotations
 
 import json
-import ssl
 import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
-from generator.deploy.readiness import DeployFailed
+# The head is asked as the readiness wait asks it: directly (no http_proxy), its certificate not verified.
+from generator.deploy.readiness import DIRECT, DeployFailed
 
 if TYPE_CHECKING:
     from generator.deploy.targets import CompiledDeployment
@@ -43,14 +43,6 @@ class ProbeResult:
         return self.error is None
 
 
-# The head is asked directly: an http_proxy in the environment must not answer for it. Its certificate is not
-# verified, as readiness.py does: only whether the engine answers matters, and nothing secret is sent.
-_NO_VERIFY = ssl.create_default_context()
-_NO_VERIFY.check_hostname = False
-_NO_VERIFY.verify_mode = ssl.CERT_NONE
-_DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}), urllib.request.HTTPSHandler(context=_NO_VERIFY))
-
-
 def probe(base_url: str, model: str, timeout: float = PROBE_TIMEOUT) -> ProbeResult:
     """POST one streamed chat completion to base_url/v1/chat/completions and time its answer."""
     url = f"{base_url}/v1/chat/completions"
@@ -60,7 +52,7 @@ def probe(base_url: str, model: str, timeout: float = PROBE_TIMEOUT) -> ProbeRes
     result = ProbeResult(url, model)
     start = time.monotonic()
     try:
-        with _DIRECT.open(request, timeout=timeout) as response:
+        with DIRECT.open(request, timeout=timeout) as response:
             return _read_stream(result, response, start, start + timeout)
     except urllib.error.HTTPError as err:
         return _failed(result, f"HTTP {err.code}: {_error_text(err.read())}")
@@ -146,7 +138,7 @@ def first_request(dep: CompiledDeployment, timeout: float, on_change: Callable[[
 def served_models(base_url: str) -> set[str] | None:
     """The model names /v1/models lists, or None when the head does not answer (bench's check before it runs)."""
     try:
-        with _DIRECT.open(f"{base_url}/v1/models", timeout=5) as response:
+        with DIRECT.open(f"{base_url}/v1/models", timeout=5) as response:
             data = json.loads(response.read())
         return {str(m.get("id")) for m in data.get("data", [])}
     except (urllib.error.URLError, OSError, ValueError, AttributeError, TypeError):

@@ -77,12 +77,12 @@ def _from_own_head(dep: CompiledDeployment, health: str) -> bool:
 _NO_VERIFY = ssl.create_default_context()
 _NO_VERIFY.check_hostname = False
 _NO_VERIFY.verify_mode = ssl.CERT_NONE
-_DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}), urllib.request.HTTPSHandler(context=_NO_VERIFY))
+DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}), urllib.request.HTTPSHandler(context=_NO_VERIFY))
 
 
 def _get(url: str) -> bytes | None:
     try:
-        with _DIRECT.open(url, timeout=3) as response:
+        with DIRECT.open(url, timeout=3) as response:
             body: bytes = response.read()
             return body if response.status == 200 else None
     except (urllib.error.URLError, OSError, ValueError):
