@@ -13,13 +13,12 @@ Each node gets a proposed context: `recipegen contexts --create` makes it as ssh
 from __future__ import annotations
 
 import ipaddress
-import os
 import re
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from generator.cluster.probe.write import write_atomic
 from generator.diagnostics import Diagnostic, RecipegenError, display_path
 from generator.importers.base import EnvVar, Field, NotCarried
 from generator.importers.writer import comment, entry, schema_error
@@ -208,12 +207,6 @@ def render_cluster(c: ImportedCluster) -> str:
 
 
 def write_cluster(path: Path, text: str) -> None:
-    """One rename: the old file or the new one, never half of either."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.import-", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    """One rename: the old file or the new one, never half of either (the existing file was checked for, and
+    --force given, before anything is written)."""
+    write_atomic(path, text, force=True)
