@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Which YAML parser reads our generated files back (generator/verify.py): correctness first, then speed.
+"""Which YAML parser reads our generated files back (generator/write/verify.py): correctness first, then speed.
 
     python3 benchmarks/yaml_readers.py [--runs 5]
 
@@ -116,7 +116,7 @@ def candidates() -> dict[str, Callable[[str], Any] | str]:
 
 
 def correctness(parse: Callable[[str], Any]) -> list[str]:
-    from generator.render import key, yaml_scalar
+    from generator.render.render import key, yaml_scalar
 
     failures = []
     for value in TRICKY:

@@ -7,14 +7,14 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterator
 from pathlib import Path
 
+from generator.check.rules import lint_cluster, lint_recipe
 from generator.diagnostics import Diagnostic, RecipegenError
-from generator.lint import lint_cluster, lint_recipe
-from generator.model import Cluster
-from generator.output import stamp
-from generator.plan import RecipePlan, plan_recipe
-from generator.render import render_node, render_stack
-from generator.resolve import load_cluster, load_recipe
-from generator.verify import verify_compose
+from generator.plan.nodes import RecipePlan, plan_recipe
+from generator.render.render import render_node, render_stack
+from generator.resolve.load import load_cluster, load_recipe
+from generator.resolve.model import Cluster
+from generator.write.output import stamp
+from generator.write.verify import verify_compose
 
 
 # Below this many recipes a process pool costs more (fork, pickling the texts back) than it saves.

@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from generator.argwords import group_flags
-from generator.model import RECIPE_SCALARS, Origin
-from generator.plan import Launch, NodePlan, RecipePlan
+from generator.plan.nodes import Launch, NodePlan, RecipePlan
+from generator.resolve.argwords import group_flags
+from generator.resolve.model import RECIPE_SCALARS, Origin
 
 
 @dataclass(frozen=True)

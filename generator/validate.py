@@ -6,11 +6,11 @@ import re
 import tomllib
 from pathlib import Path
 
+from generator.check.rules import RULES, lint_cluster, lint_recipe
 from generator.diagnostics import Diagnostic, RecipegenError, Severity, display_path
-from generator.lint import RULES, lint_cluster, lint_recipe
-from generator.model import Cluster
-from generator.project import Project, skipped_entries
-from generator.resolve import RECIPE_FILE, cluster_from_document, load_checked, load_recipe
+from generator.resolve.load import RECIPE_FILE, cluster_from_document, load_checked, load_recipe
+from generator.resolve.model import Cluster
+from generator.resolve.project import Project, skipped_entries
 
 _SCHEMA_DIRECTIVE = re.compile(r"^#:schema\s+(\S+)")
 

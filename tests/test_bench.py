@@ -14,7 +14,7 @@ from generator.bench.compare import compare
 from generator.bench.options import PROFILES, BenchOptions, layered
 from generator.bench.results import BenchRun, load, runs_of, write
 from generator.bench.runner import BenchError, BenchRequest, check_tokenizer, command
-from generator.benchtable import bench_table
+from generator.resolve.benchtable import bench_table
 
 
 def test_the_command_line_wins_over_the_profile_which_wins_over_the_recipe():

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from generator.benchtable import BLOCK_KEYS, OPTIONS, SWITCH_OPTIONS, BenchTable
 from generator.cli import main
-from generator.resolve import load_recipe
+from generator.resolve.benchtable import BLOCK_KEYS, OPTIONS, SWITCH_OPTIONS, BenchTable
+from generator.resolve.load import load_recipe
 
 BASE = '''engine = "vllm"
 docker_image = "img"

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-import generator.output
+import generator.write.output
 from generator.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -94,10 +94,10 @@ def test_a_failed_swap_puts_every_folder_back(project: Path, monkeypatch):
             raise PermissionError(13, "Permission denied", str(src))
         return real_replace(src, dst)
 
-    monkeypatch.setattr(generator.output.os, "replace", flaky_replace)
+    monkeypatch.setattr(generator.write.output.os, "replace", flaky_replace)
     result = run("build")
     assert result.exit_code == 1 and "out/ is as it was" in result.stderr
-    monkeypatch.setattr(generator.output.os, "replace", real_replace)
+    monkeypatch.setattr(generator.write.output.os, "replace", real_replace)
     assert tree(project / "out") == before
     assert not [p for p in (project / "out").iterdir() if p.name.startswith(".recipegen")]
 
@@ -222,7 +222,7 @@ def test_an_unedited_copy_is_pruned_and_an_edited_generated_file_is_not_overwrit
 
 
 def test_every_generated_file_carries_a_checksum_of_itself(project: Path):
-    from generator.output import file_state
+    from generator.write.output import file_state
 
     assert run("build").exit_code == 0
     files = sorted((project / "out").rglob("*.yaml"))
@@ -467,7 +467,7 @@ def test_a_file_not_named_recipe_toml_is_not_built_under_its_folders_id(project:
 
 @pytest.mark.parametrize("args", [[], ["recipes"], ["glm-4-5-air-sglang"], ["recipes/glm-4-5-air-sglang/recipe.toml"]])
 def test_validate_without_a_cluster_names_the_rules_it_skipped(project: Path, args: list[str]):
-    from generator.lint import RULES
+    from generator.check.rules import RULES
 
     (project / "cluster.toml").unlink()
     result = run("validate", *args)

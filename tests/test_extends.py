@@ -1,5 +1,5 @@
-"""`args` words and flags (generator.argwords) and `extends` (generator.resolve.load_recipe): every merge rule,
-the origins of merged values, missing parents and cycles; and the shipped agent recipe, which extends the batch
+"""`args` words and flags (generator.resolve.argwords) and `extends` (generator.resolve.load.load_recipe): every
+merge rule, the origins of merged values, missing parents and cycles; and the shipped agent recipe, which extends the batch
 recipe, against the standalone recipe it replaced."""
 
 from __future__ import annotations
@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from generator.argwords import flag_name, group_flags, merge_args, split_words
 from generator.cli import main
 from generator.diagnostics import RecipegenError
-from generator.model import DEFAULT, Arg, Origin
-from generator.resolve import load_recipe
-from generator.tomldoc import load_toml
+from generator.read.tomldoc import load_toml
+from generator.resolve.argwords import flag_name, group_flags, merge_args, split_words
+from generator.resolve.load import load_recipe
+from generator.resolve.model import DEFAULT, Arg, Origin
 
 ROOT = Path(__file__).resolve().parent.parent
 STANDALONE = ROOT / "tests" / "fixtures" / "deepseek-v4-flash-eugr-agent.standalone.toml"

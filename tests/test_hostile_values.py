@@ -188,7 +188,7 @@ def test_child_replaces_the_parents_mount_on_the_same_folder(tmp_path: Path) -> 
     (project / "cluster.toml").write_text(cluster_text('user = "root"'), "utf-8")
     result = recipegen(project, "build", "--out", str(project / "out"))
     assert result.exit_code == 0, result.output
-    from generator.verify import read_yaml
+    from generator.write.verify import read_yaml
 
     volumes = read_yaml((project / "out" / "child" / "n1" / "compose.yaml").read_text())["services"]["engine"]["volumes"]
     data = [v for v in volumes if v["target"].rstrip("/") == "/data"]

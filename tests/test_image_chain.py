@@ -19,7 +19,7 @@ from typing import Any, Iterator
 import pytest
 
 from generator.deploy.targets import Target
-from generator.model import Node
+from generator.resolve.model import Node
 from generator.transfer import agent, image_chain
 from generator.transfer.image_chain import Copied, Helper, candidates, engine_socket, leg_error, repository
 

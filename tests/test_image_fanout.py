@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from generator.deploy.targets import Target
-from generator.model import Node
+from generator.resolve.model import Node
 from generator.transfer.images import fan_out
 
 FAKE_DOCKER = """#!/bin/sh

@@ -323,9 +323,9 @@ def bash_words(text: str) -> list[str]:
 def test_eugr_import_runs_the_words_bash_gets_from_eugrs_rendering(project, template):
     from collections import Counter
 
-    from generator.argwords import flag_name
-    from generator.plan import plan_recipe
-    from generator.resolve import load_cluster, load_recipe
+    from generator.plan.nodes import plan_recipe
+    from generator.resolve.argwords import flag_name
+    from generator.resolve.load import load_cluster, load_recipe
 
     defaults = {"port": 8000, "tensor_parallel": 2}  # eugr's node count: tensor x pipeline
     recipe_yaml = {"recipe_version": "1", "name": "t", "container": "vllm-node", "defaults": defaults,
@@ -411,8 +411,8 @@ def test_benchmark_becomes_bench_key_for_key_where_the_schema_has_it(project, mo
 
 def test_an_imported_benchmark_is_the_recipes_bench_defaults(project):
     """With the real recipe schema: what `bench` will run is what sparkrun's benchmark: said (args win)."""
-    from generator.benchtable import BenchTable
-    from generator.resolve import load_recipe
+    from generator.resolve.benchtable import BenchTable
+    from generator.resolve.load import load_recipe
 
     result = run("import", "--dry-run", str(write(project / "peer" / "b.yaml", BENCH_YAML)))
     assert result.exit_code == 0, result.output

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from generator.verify import read_yaml
+from generator.write.verify import read_yaml
 from test_lint import CLUSTER, ROOT, findings, run, tmp_recipe, validate
 
 # --- flag-arity and bad-json -------------------------------------------------------------------------------------
@@ -276,7 +276,7 @@ def test_a_draft_model_path_no_mount_reaches(tmp_path):
 def test_the_readme_lists_every_rule_with_its_level():
     import re
 
-    from generator.lint import RULES
+    from generator.check.rules import RULES
 
     readme = (ROOT / "README.md").read_text("utf-8")
     rows = set(re.findall(r"^\| `([a-z-]+)` \| (error|warning) \|", readme, re.M))
@@ -293,9 +293,9 @@ def test_a_launcher_below_the_render_bound_fits_in_one_argument(tmp_path, text):
     the text that quotes worst (every ' becomes 5 bytes), the rendered launcher still fits."""
     from dataclasses import replace
 
-    from generator.lint_launch import MAX_INLINE_LAUNCHER, could_exceed, launcher_sizes
-    from generator.model import Arg
-    from generator.resolve import load_cluster, load_recipe
+    from generator.check.launch import MAX_INLINE_LAUNCHER, could_exceed, launcher_sizes
+    from generator.resolve.load import load_cluster, load_recipe
+    from generator.resolve.model import Arg
 
     path = _recipe(tmp_path, HEAD + 'required_nodes = 2\ntensor_parallel_size = 2\nsetup = ["x"]\n')
     recipe = load_recipe(path)
@@ -314,9 +314,9 @@ def test_a_mod_of_many_small_files_below_the_render_bound_fits(tmp_path):
     """Each file costs its path and the words that write it, not only its text: many empty files add up."""
     from dataclasses import replace
 
-    from generator.lint_launch import MAX_INLINE_LAUNCHER, could_exceed, launcher_sizes
-    from generator.model import Mod, ModFile
-    from generator.resolve import load_cluster, load_recipe
+    from generator.check.launch import MAX_INLINE_LAUNCHER, could_exceed, launcher_sizes
+    from generator.resolve.load import load_cluster, load_recipe
+    from generator.resolve.model import Mod, ModFile
 
     recipe = load_recipe(_recipe(tmp_path, HEAD + 'required_nodes = 2\ntensor_parallel_size = 2\nsetup = ["x"]\n'))
 
@@ -351,7 +351,7 @@ def test_an_empty_value_written_as_two_quotes_is_a_value(tmp_path):
 @pytest.mark.parametrize("model, warned", [("./qwen", True), ("models/a/b", True), ("~/qwen", True),
                                            ("gpt2", False), ("Qwen/Qwen3-32B", False)])
 def test_a_relative_model_path_is_read_as_a_path_as_models_and_preflight_read_it(tmp_path, model, warned):
-    """generator/modelid.py is the one reading: a relative path is no Hugging Face id, and no mount can be seen
+    """generator/resolve/modelid.py is the one reading: a relative path is no Hugging Face id, and no mount can be seen
     to reach it (it is relative to the image's working directory)."""
     mount = '\n[[extra_mounts]]\nhost = "/srv/m"\ncontainer = "/models"\n'
     path = _recipe(tmp_path, HEAD.replace('"Qwen/Qwen3-32B"', f'"{model}"') + mount)

@@ -19,7 +19,7 @@ from generator.deploy.docker import DockerError
 from generator.deploy.lock import Claim, Holder, NodesBusy, acquire, busy_lines, holder_from, ordered, stale
 from generator.deploy.names import LOCK_CONTAINER, LOCK_IMAGE
 from generator.deploy.targets import OnNode
-from generator.model import Node
+from generator.resolve.model import Node
 from generator.transfer.image_chain import candidates
 
 

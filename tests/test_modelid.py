@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from generator.deploy.preflight import model_dir
-from generator.modelid import read_model
+from generator.resolve.modelid import read_model
 from generator.transfer import hf
 
 CACHE = "/root/.cache/huggingface"

@@ -32,10 +32,10 @@ from pathlib import Path
 
 import pytest
 
-from generator.argwords import flag_name
 from generator.importers import ImportOptions, import_recipe
-from generator.plan import NodePlan, RecipePlan, plan_recipe, shm_bytes
-from generator.resolve import load_cluster, load_recipe
+from generator.plan.nodes import NodePlan, RecipePlan, plan_recipe, shm_bytes
+from generator.resolve.argwords import flag_name
+from generator.resolve.load import load_cluster, load_recipe
 
 PEERS = Path(__file__).resolve().parent / "peers"
 CLUSTER = PEERS / "cluster.toml"

@@ -21,13 +21,13 @@ from click.testing import CliRunner
 
 from generator.cli import main
 from generator.cluster.probe.facts import GpuInfo, NodeFacts, gid_index
-from generator.cluster.probe.parse import (facts_from_sections, parse_fib_trie, parse_infiniband, parse_ip_addr, parse_memlock,
-                                   parse_nvidia_smi, parse_route, parse_sections)
+from generator.cluster.probe.parse import (facts_from_sections, parse_fib_trie, parse_infiniband, parse_ip_addr,
+                                           parse_memlock, parse_nvidia_smi, parse_route, parse_sections)
 from generator.cluster.probe.proposal import Proposal, _ssh_endpoint, candidates, exclusion, node_names, propose
 from generator.cluster.probe.read import image_candidates
 from generator.cluster.probe.render import render_cluster
 from generator.cluster.probe.write import write_atomic
-from generator.resolve import load_cluster
+from generator.resolve.load import load_cluster
 
 FIXTURES = Path(__file__).parent / "fixtures" / "probe"
 SPARK_PORTS = ["enP2p1s0f0np0", "enP2p1s0f1np1", "enp1s0f0np0", "enp1s0f1np1"]

@@ -14,8 +14,8 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from generator import rayoptions
 from generator.cli import main
+from generator.engines import rayoptions
 from test_launch import CLUSTER, build
 
 # `head_only_flags` in ray/scripts/scripts.py (`start`), Ray 2.60.0: read by hand, not from the data file.

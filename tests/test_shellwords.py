@@ -1,4 +1,4 @@
-"""`args` words as POSIX sh reads them (generator.shellwords, argwords.split_words) and the `shell-literal` rule.
+"""`args` words as POSIX sh reads them (generator.read.shellwords, argwords.split_words) and the `shell-literal` rule.
 
 The expected words below are written by hand from POSIX's token rules, and every hazard-free case is also run
 through the machine's real /bin/sh (dash), as is a property test over generated texts: the splitter must give
@@ -17,12 +17,12 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from generator import shellwords
-from generator.argwords import split_words
 from generator.cli import main
 from generator.diagnostics import RecipegenError
-from generator.shellwords import ShellSyntaxError, Word
-from generator.tomldoc import load_toml
+from generator.read import shellwords
+from generator.read.shellwords import ShellSyntaxError, Word
+from generator.read.tomldoc import load_toml
+from generator.resolve.argwords import split_words
 
 SH = shutil.which("sh") or "/bin/sh"
 

@@ -188,8 +188,8 @@ def test_the_name_shows_where_the_schema_says(tmp_path: Path) -> None:
     import tomllib
 
     from generator.deploy.targets import Deployment, Target, display_name
-    from generator.model import Node
-    from generator.verify import read_yaml
+    from generator.resolve.model import Node
+    from generator.write.verify import read_yaml
 
     assert "header" in SCHEMAS["recipe"]["properties"]["name"]["description"]
     for recipe in sorted((ROOT / "recipes").glob("*/recipe.toml")):

@@ -7,7 +7,7 @@ import tomllib
 from hypothesis import given
 from hypothesis import strategies as st
 
-from generator import tomltext
+from generator.read import tomltext
 
 
 @given(name=st.text(min_size=1), value=st.text())

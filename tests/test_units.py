@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from generator.units import human_size, log_size_ok, size_bytes, start_period_ok
+from generator.read.units import human_size, log_size_ok, size_bytes, start_period_ok
 from test_golden import compose_binary, compose_env
 
 SIZES = ["32g", "32G", "32gb", "32GiB", "32 GiB", "32 gb", "110GiB", "1.5t", "0.5k", ".5g", "1.", "1e3k", "+5",
@@ -80,8 +80,8 @@ def test_values_docker_takes_validate(tmp_path: Path) -> None:
 
 def test_schema_patterns_are_the_shapes_the_formats_assume() -> None:
     """The formats leave a value of the wrong shape to the pattern (one message per value): both must agree."""
-    from generator.schemas import schema
-    from generator.units import DURATION_SHAPE, SIZE_SHAPE
+    from generator.read.schemas import schema
+    from generator.read.units import DURATION_SHAPE, SIZE_SHAPE
 
     shapes = {"shm_size": SIZE_SHAPE, "memory_limit": SIZE_SHAPE, "health_start_period": DURATION_SHAPE,
               "stop_grace_period": DURATION_SHAPE}

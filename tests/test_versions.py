@@ -12,8 +12,8 @@ import pytest
 from generator.deploy.backends.compose import ComposeBackend
 from generator.deploy.requirements import engine_finding, needs_of_files
 from generator.deploy.targets import Deployment, Target
-from generator.model import Node
-from generator.versions import parse_version, read_needs
+from generator.render.versions import parse_version, read_needs
+from generator.resolve.model import Node
 
 ROOT = Path(__file__).resolve().parent.parent
 GOLDEN = ROOT / "tests" / "golden"
@@ -101,7 +101,7 @@ def test_an_old_engine_is_named_with_the_feature_it_lacks() -> None:
 def test_doctor_weighs_this_machines_compose(tmp_path: Path, monkeypatch, version: str, level: str) -> None:
     """doctor has no recipe: it checks Compose against a file with a launcher, as a warning (others deploy)."""
     from generator.cluster.doctor import _compose_check
-    from generator.versions import needs_of
+    from generator.render.versions import needs_of
 
     for key, value in _fake_docker(tmp_path, version).items():
         monkeypatch.setenv(key, value)

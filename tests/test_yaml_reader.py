@@ -11,8 +11,8 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from generator.render import key, yaml_scalar
-from generator.verify import read_yaml
+from generator.render.render import key, yaml_scalar
+from generator.write.verify import read_yaml
 
 DATE_LIKE = ["2024-05-01", "12:30:00", "2024-05-01T00:00:00Z", "2024-05-01 10:00:00.5+02:00", "1:30", "190:20:30",
              "2001-12-14t21:59:43.10-05:00", "20240501", "on", "off", "yes", "no", "y", "n", "~", "null", "NULL",

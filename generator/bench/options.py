@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from generator.benchtable import LIST_OPTIONS, SWITCH_OPTIONS, BenchTable
+from generator.resolve.benchtable import LIST_OPTIONS, SWITCH_OPTIONS, BenchTable
 
 LLAMA_BENCHY = "0.4.0"  # the pinned release (the `bench` extra); its CLI and JSON are what this package reads
 INSTALL = "pip install 'recipegen[bench]'"

@@ -24,7 +24,7 @@ from typing import Any, Callable
 from urllib.parse import urlsplit
 
 from generator.bench.options import INSTALL, LLAMA_BENCHY, BenchOptions
-from generator.modelid import read_model
+from generator.resolve.modelid import read_model
 
 OUTPUT_TAIL = 15  # lines of llama-benchy's output shown when it fails
 

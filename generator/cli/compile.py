@@ -17,9 +17,9 @@ import click
 from generator.diagnostics import Diagnostic, ExternalError, RecipegenError
 
 if TYPE_CHECKING:
-    from generator.model import Cluster
-    from generator.plan import RecipePlan
-    from generator.project import Project
+    from generator.plan.nodes import RecipePlan
+    from generator.resolve.model import Cluster
+    from generator.resolve.project import Project
 
 
 def _print(diagnostics: list[Diagnostic]) -> None:
@@ -68,7 +68,7 @@ class Inputs:
 
 def inputs(cluster_path: Path | None, out_dir: Path | None = None, refs: tuple[str, ...] = ()) -> Inputs:
     from generator.build import load_checked_cluster
-    from generator.project import Project
+    from generator.resolve.project import Project
 
     project = Project.of(refs, cluster_path)
     cluster, warnings = load_checked_cluster(cluster_path or project.default_cluster)
@@ -91,7 +91,7 @@ def build(recipes: tuple[str, ...], cluster_path: Path | None, out_dir: Path | N
           force: bool) -> None:
     """Compile RECIPES (recipe.toml files, their folders or ids; none = every recipe under recipes/)."""
     from generator.build import compile_recipes
-    from generator.output import Stager, differences, leftover_problems, recover
+    from generator.write.output import Stager, differences, leftover_problems, recover
 
     given = inputs(cluster_path, out_dir, recipes)
     project, cluster, out = given.project, given.cluster, given.out
@@ -163,8 +163,8 @@ def validate(files: tuple[Path, ...], cluster_path: Path | None, strict: bool) -
               help="Folder to write recipe.schema.json and cluster.schema.json into (default: the project's schema/).")
 def schema(out_dir: Path | None) -> None:
     """Write the JSON Schemas (draft-07) that editors and CI validate recipes and clusters with."""
-    from generator.project import Project
-    from generator.schemas import SCHEMA_NAMES, schema_text
+    from generator.read.schemas import SCHEMA_NAMES, schema_text
+    from generator.resolve.project import Project
 
     out_dir = out_dir or Project.find().root / "schema"
     if out_dir.exists() and not out_dir.is_dir():
@@ -223,7 +223,7 @@ def diff(recipes: tuple[str, ...], cluster_path: Path | None, out_dir: Path | No
 
     from generator.build import compile_recipes
     from generator.diagnostics import display_path
-    from generator.output import differences
+    from generator.write.output import differences
 
     given = inputs(cluster_path, out_dir, recipes)
     out = given.out

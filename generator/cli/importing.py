@@ -30,7 +30,7 @@ def import_(files: tuple[Path, ...], recipe_id: str | None, ray: bool, dry_run: 
     FILE fails; an existing recipe is replaced only with --force.
     """
     from generator.importers import ImportOptions, ImportUsageError, import_files
-    from generator.project import Project
+    from generator.resolve.project import Project
 
     project = Project.find()
     try:

@@ -22,8 +22,8 @@ from generator.deploy.docker import DockerError, reason
 from generator.deploy.findings import Finding, Severity
 from generator.deploy.requirements import compose_finding, compose_version, engine_finding
 from generator.deploy.targets import each
-from generator.model import Cluster, Node
-from generator.versions import COMPOSE_UPGRADE, Needs, needs_of, shown
+from generator.render.versions import COMPOSE_UPGRADE, Needs, needs_of, shown
+from generator.resolve.model import Cluster, Node
 
 OK, WARNING, ERROR = Severity.OK, Severity.WARNING, Severity.ERROR
 

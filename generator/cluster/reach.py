@@ -10,7 +10,7 @@ from generator.cluster.probe import LABEL, NodeFacts, ProbeError
 from generator.deploy.docker import Docker, reason
 from generator.deploy.findings import Finding, Severity
 from generator.deploy.targets import each
-from generator.model import Cluster, Node
+from generator.resolve.model import Cluster, Node
 
 OK, WARNING, ERROR = Severity.OK, Severity.WARNING, Severity.ERROR
 CONNECT_SECONDS = 3

@@ -9,7 +9,7 @@ from generator.deploy import findings as codes
 from generator.deploy.docker import Docker, DockerError, Failure
 from generator.deploy.findings import Finding, Severity
 from generator.deploy.targets import each
-from generator.model import Cluster, Node
+from generator.resolve.model import Cluster, Node
 
 
 def context_finding(node: str, context: str, exc: DockerError) -> Finding:

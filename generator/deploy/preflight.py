@@ -15,9 +15,9 @@ from generator.deploy.names import ENGINE_SERVICE, RECIPE_LABEL, preflight_proje
 from generator.deploy.port import holder_or_reason
 from generator.deploy.requirements import engine_finding, needs_of_files
 from generator.deploy.targets import CompiledDeployment, Target, each
-from generator.model import HF_CACHE_IN_CONTAINER
-from generator.modelid import read_model
-from generator.plan import NodePlan
+from generator.plan.nodes import NodePlan
+from generator.resolve.model import HF_CACHE_IN_CONTAINER
+from generator.resolve.modelid import read_model
 
 
 def preflight(dep: CompiledDeployment) -> list[Finding]:

@@ -1,5 +1,5 @@
 """The deploying machine's Docker Compose and each node's Docker Engine against what the files in out/ need
-(their headers say it: generator/versions.py). Checked once, before anything starts: an old Compose otherwise
+(their headers say it: generator/render/versions.py). Checked once, before anything starts: an old Compose otherwise
 fails deep inside preflight's trial container with a schema message that names no version."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from pathlib import Path
 from generator.deploy import findings as codes
 from generator.deploy.docker import DockerError, run_command
 from generator.deploy.findings import Finding, Severity
-from generator.versions import (COMPOSE_UPGRADE, ENGINE_UPGRADE, Needs, Version, most, parse_version, read_needs,
-                                shown, shown_engine)
+from generator.render.versions import (COMPOSE_UPGRADE, ENGINE_UPGRADE, Needs, Version, most, parse_version, read_needs,
+                                       shown, shown_engine)
 
 
 def needs_of_files(files: list[Path]) -> Needs | None:

@@ -11,7 +11,7 @@ from generator.deploy.docker import Docker, DockerError, JSONObject
 from generator.deploy.findings import Finding, Severity
 from generator.deploy.names import GPU_RESOURCE_KIND, SWARM_NODE_LABEL
 from generator.deploy.targets import each
-from generator.model import Cluster, Node
+from generator.resolve.model import Cluster, Node
 
 
 @dataclass

@@ -15,8 +15,8 @@ from typing import Any, Callable, Sequence, TypeVar
 from generator.deploy.docker import Docker
 from generator.deploy.names import ENGINE_SERVICE, NAME_LABEL, RANK_LABEL, recipe_filter
 from generator.diagnostics import Diagnostic, RecipegenError
-from generator.model import Cluster, Node
-from generator.plan import NodePlan, RecipePlan
+from generator.plan.nodes import NodePlan, RecipePlan
+from generator.resolve.model import Cluster, Node
 
 T = TypeVar("T")
 I = TypeVar("I")  # noqa: E741 - an item of a fan-out
@@ -88,7 +88,7 @@ class CompiledDeployment(Deployment):
 
 def deployment(plan: RecipePlan, files: dict[str, str], out_dir: Path) -> CompiledDeployment:
     """The deployer runs the committed files; they must be what the recipe compiles to now."""
-    from generator.output import differences
+    from generator.write.output import differences
 
     stale = differences(out_dir, files, [plan.recipe.id], prune=False)
     if stale:
@@ -102,7 +102,7 @@ def deployment(plan: RecipePlan, files: dict[str, str], out_dir: Path) -> Compil
 
 def deployment_from_out(recipe_id: str, cluster: Cluster, out_dir: Path) -> Deployment:
     """The nodes a compiled recipe was written for, read from out/<id>/<node>/compose.yaml (rank from its labels)."""
-    from generator.verify import read_yaml
+    from generator.write.verify import read_yaml
 
     folder = out_dir / recipe_id
     files = sorted(folder.glob("*/compose.yaml")) if folder.is_dir() else []
@@ -129,7 +129,7 @@ def deployment_from_out(recipe_id: str, cluster: Cluster, out_dir: Path) -> Depl
 
 def display_name(dep: Deployment) -> str | None:
     """The recipe's `name` as its head's compose file in out/ labels it; None when the file has none."""
-    from generator.verify import read_yaml
+    from generator.write.verify import read_yaml
 
     try:
         compose: Any = read_yaml(dep.head.compose_file.read_text("utf-8"))

@@ -18,7 +18,7 @@ from generator.importers.passenv import refuse_tokens
 from generator.importers.sparkrun import SparkrunImporter
 from generator.importers.writer import render, schema_error, write_recipes
 from generator.importers.yamlfile import YamlFile, read
-from generator.model import RECIPE_ID
+from generator.resolve.model import RECIPE_ID
 
 IMPORTERS: tuple[Importer, ...] = (EugrImporter(), SparkrunImporter())
 

@@ -14,7 +14,7 @@ from generator.importers.yamlfile import YamlFile
 
 
 def _bench_schema() -> dict[str, Any] | None:
-    from generator.schemas import schema
+    from generator.read.schemas import schema
 
     full = schema("recipe")
     bench = full.get("properties", {}).get("bench")

@@ -18,12 +18,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from generator.check.rules import secret_env
 from generator.cluster.probe.write import write_atomic
 from generator.diagnostics import Diagnostic, RecipegenError, display_path
 from generator.importers.base import EnvVar, Field, NotCarried
 from generator.importers.writer import comment, entry, schema_error
 from generator.importers.yamlfile import YamlFile, read, read_text
-from generator.lint import secret_env
 
 SCHEMA_LINE = "#:schema ./schema/cluster.schema.json"
 _ETH_VARS = ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "TP_SOCKET_IFNAME", "UCX_NET_DEVICES", "MN_IF_NAME",

@@ -1,7 +1,7 @@
 """A peer's rendered serve command, taken apart the way recipegen owns it.
 
-The command is split as sh splits it (generator.shellwords, with each word's place in the text). The entrypoint,
-the model and the flags the compiler writes (parallel sizes, backend, rank wiring: generator.engines.OWNED_FLAGS)
+The command is split as sh splits it (generator.read.shellwords, with each word's place in the text). The entrypoint,
+the model and the flags the compiler writes (parallel sizes, backend, rank wiring: generator.engines.ranks.OWNED_FLAGS)
 become recipe keys; their words are cut out of the text and everything else stays byte for byte, so `args` keeps
 the peer's quoting and line continuations. The result is checked by splitting it again.
 """
@@ -12,9 +12,9 @@ import re
 from dataclasses import dataclass
 from typing import Callable
 
-from generator import shellwords
-from generator.argwords import flag_name
-from generator.engines import OWNED_FLAGS
+from generator.engines.ranks import OWNED_FLAGS
+from generator.read import shellwords
+from generator.resolve.argwords import flag_name
 
 # The serve commands recipegen knows, engine first (SGLang's module may be started by python or python3).
 ENTRYPOINTS = (("vllm", ("vllm", "serve")), ("sglang", ("python3", "-m", "sglang.launch_server")),

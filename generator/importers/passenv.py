@@ -4,9 +4,9 @@ named; a token anywhere else the import would write (the command, pre_exec) refu
 
 from __future__ import annotations
 
+from generator.check.rules import SECRET_VALUE, secret_env
 from generator.importers.base import EnvVar, Field, NotCarried, TomlValue, peer_key
 from generator.importers.yamlfile import YamlFile
-from generator.lint import SECRET_VALUE, secret_env
 
 
 def split_secrets(doc: YamlFile, env: list[EnvVar]) -> tuple[list[EnvVar], list[Field], list[NotCarried]]:

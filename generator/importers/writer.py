@@ -16,9 +16,9 @@ import tomllib
 from pathlib import Path
 from typing import Any, Callable
 
-from generator import tomltext
 from generator.diagnostics import Diagnostic, RecipegenError, display_path
 from generator.importers.base import ImportedRecipe, TomlValue
+from generator.read import tomltext
 
 SCHEMA_LINE = "#:schema ../../schema/recipe.schema.json"
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
@@ -105,8 +105,8 @@ def _check(text: str, imported: ImportedRecipe) -> None:
 def schema_error(text: str, kind: str) -> Diagnostic | None:
     """The first error `validate` would find in the written file's schema (recipe or cluster), if any: an import
     never writes a file validate refuses."""
-    from generator.schemas import validate_document
-    from generator.tomldoc import parse_toml
+    from generator.read.schemas import validate_document
+    from generator.read.tomldoc import parse_toml
 
     errors = [d for d in validate_document(parse_toml(text, Path(f"{kind}.toml")), kind) if d.is_error]
     return errors[0] if errors else None

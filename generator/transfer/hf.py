@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from generator.modelid import read_model
+from generator.resolve.modelid import read_model
 
 COMMIT = re.compile(r"[0-9a-f]{40}")
 
@@ -53,7 +53,7 @@ class Entry:
 
 
 def repo_folder(model: str) -> str:
-    """The cache folder of a Hugging Face id (generator.modelid reads which models are ids)."""
+    """The cache folder of a Hugging Face id (generator.resolve.modelid reads which models are ids)."""
     folder = read_model(model).cache_folder
     if folder is None:
         raise ValueError(f"{model} is a path in the container, not a Hugging Face id")

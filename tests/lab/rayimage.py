@@ -21,7 +21,7 @@ import sys
 import tarfile
 from pathlib import Path
 
-from generator import rayoptions
+from generator.engines import rayoptions
 
 from .image import IMAGE, _dockerfile_config, _shared_libraries, python_layout
 from .sysutil import LabError, run

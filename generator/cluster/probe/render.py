@@ -5,11 +5,11 @@ from __future__ import annotations
 from functools import cache
 from typing import TYPE_CHECKING
 
-from generator import tomltext
 from generator.cluster.probe.facts import NodeFacts
 from generator.cluster.probe.proposal import Proposal
-from generator.model import Ulimits
-from generator.render import Raw, comment, make_environment
+from generator.read import tomltext
+from generator.render.render import Raw, comment, make_environment
+from generator.resolve.model import Ulimits
 
 if TYPE_CHECKING:
     import jinja2

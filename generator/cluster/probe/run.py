@@ -29,7 +29,7 @@ def probe_cluster(contexts: list[str], name: str, user: str | None, hf_cache: st
     """`path` is where the file would be written (the loader's messages name it)."""
     from generator.cluster.probe.render import render_cluster
     from generator.diagnostics import RecipegenError
-    from generator.resolve import cluster_from_text
+    from generator.resolve.load import cluster_from_text
 
     results = each(contexts, lambda c: gather(c, image=image, timeout=timeout), key=str)
     failures = [Finding(c, Severity.ERROR, r.code if isinstance(r, ProbeError) else codes.PROBE_FAILED,

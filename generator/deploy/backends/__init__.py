@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from generator.deploy.backends.base import Backend, Outcome, RankState
-from generator.model import Cluster
+from generator.resolve.model import Cluster
 
 __all__ = ["Backend", "Outcome", "RankState", "choose"]
 

@@ -5,14 +5,13 @@ from __future__ import annotations
 import tempfile
 
 from generator.deploy import findings as codes
-from generator.deploy.backends.base import (Before, Outcome, RankState, Removal, container_logs, since,
-                                            wait_gone)
+from generator.deploy.backends.base import (Before, Outcome, RankState, Removal, container_logs, since, wait_gone)
 from generator.deploy.docker import DockerError, JSONObject, compose_missing, reason
 from generator.deploy.findings import Finding, Severity
-from generator.deploy.requirements import check_compose
 from generator.deploy.names import container_name
+from generator.deploy.requirements import check_compose
 from generator.deploy.targets import CompiledDeployment, Deployment, Target, each
-from generator.plan import duration_seconds
+from generator.plan.nodes import duration_seconds
 
 
 def rank_state(target: Target, name: str, info: JSONObject | None) -> RankState:

@@ -15,8 +15,8 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-from generator.argwords import flag_name, group_flags
-from generator.model import Arg
+from generator.resolve.argwords import flag_name, group_flags
+from generator.resolve.model import Arg
 
 
 @dataclass(frozen=True)

@@ -11,10 +11,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-# Re-exported: the data objects' vocabulary (`from generator.model import Origin` keeps working).
-from generator.benchtable import BenchTable
-from generator.origin import COMPILER as COMPILER, DEFAULT as DEFAULT, Origin as Origin
-from generator.tomldoc import TomlDocument
+# Re-exported: the data objects' vocabulary (`from generator.resolve.model import Origin` keeps working).
+from generator.read.origin import COMPILER as COMPILER, DEFAULT as DEFAULT, Origin as Origin
+from generator.read.tomldoc import TomlDocument
+from generator.resolve.benchtable import BenchTable
 
 # The recipe id is the Compose project name (`name:`) and the Swarm stack name: Compose's rule, no dots.
 RECIPE_ID = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
@@ -105,7 +105,7 @@ class Arg:
 
     word: str
     origin: Origin
-    # What sh would have done to the word beyond removing quotes (generator.shellwords); () for most words.
+    # What sh would have done to the word beyond removing quotes (generator.read.shellwords); () for most words.
     # Kept on the word so it follows the word through `extends` merges to the `shell-literal` lint rule.
     shell: tuple[str, ...] = ()
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import posixpath
 
-from generator.engines import draft_models
-from generator.lint_registry import WARNING, Findings, rule
-from generator.model import HF_CACHE_IN_CONTAINER, Cluster, Origin, Recipe, container_target
-from generator.modelid import read_model
+from generator.check.registry import WARNING, Findings, rule
+from generator.engines.ranks import draft_models
+from generator.resolve.model import HF_CACHE_IN_CONTAINER, Cluster, Origin, Recipe, container_target
+from generator.resolve.modelid import read_model
 
 
 def _reaches(target: str, path: str) -> bool:

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from generator.buildcontext import find_build_context
+from generator.check.registry import ERROR, WARNING, Findings, rule
 from generator.diagnostics import display_path
-from generator.lint_registry import ERROR, WARNING, Findings, rule
-from generator.model import Cluster, Origin, Recipe
-from generator.project import Project
+from generator.resolve.buildcontext import find_build_context
+from generator.resolve.model import Cluster, Origin, Recipe
+from generator.resolve.project import Project
 
 PORTABLE = "out/ is committed and rebuilt from other clones, which hold the project and nothing around it"
 

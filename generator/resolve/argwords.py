@@ -9,16 +9,16 @@ import re
 from bisect import bisect_right
 from dataclasses import dataclass
 
-from generator import shellwords
 from generator.diagnostics import RecipegenError
-from generator.model import Arg, FlagGroup, Origin  # FlagGroup: argwords.FlagGroup for callers
-from generator.tomldoc import TomlDocument
+from generator.read import shellwords
+from generator.read.tomldoc import TomlDocument
+from generator.resolve.model import Arg, FlagGroup, Origin  # FlagGroup: argwords.FlagGroup for callers
 
 _NUMBER = re.compile(r"^-\d+(\.\d+)?([eE][-+]?\d+)?$")
 
 
 def split_words(doc: TomlDocument, items: list[str], layer: str, key: str = "args") -> tuple[Arg, ...]:
-    """Split `items` exactly as the launcher did (join with spaces, split as POSIX sh: generator.shellwords),
+    """Split `items` exactly as the launcher did (join with spaces, split as POSIX sh: generator.read.shellwords),
     keeping for each word the element it starts in, and what sh would have done to it beyond removing quotes.
 
     A quote may span elements (`"'my", "model'"` is the one word `my model`): the word's element is the one

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from generator.check.registry import ERROR, Findings, rule
 from generator.diagnostics import Diagnostic
-from generator.lint_registry import ERROR, Findings, rule
-from generator.model import ENGINE_DEFAULT_PORT, Cluster, Origin, Recipe
-from generator.schemas import schema
-from generator.tomldoc import TomlDocument
+from generator.read.schemas import schema
+from generator.read.tomldoc import TomlDocument
+from generator.resolve.model import ENGINE_DEFAULT_PORT, Cluster, Origin, Recipe
 
 CLUSTER_PORTS = {"master_port": "the ranks' rendezvous: vLLM's --master-port, SGLang's --dist-init-addr port",
                  "ray_port": "the Ray head's port",

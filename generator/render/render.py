@@ -18,9 +18,9 @@ import jinja2
 from markupsafe import Markup
 
 from generator.diagnostics import Diagnostic, RecipegenError
-from generator.plan import (GPU_RESOURCE_KIND, HEALTH_INTERVAL, HEALTH_RETRIES, HEALTH_TIMEOUT, LAUNCHER_PATH, NodePlan,
-                            RecipePlan, shm_bytes)
-from generator.resources import read_data
+from generator.plan.nodes import (GPU_RESOURCE_KIND, HEALTH_INTERVAL, HEALTH_RETRIES, HEALTH_TIMEOUT, LAUNCHER_PATH,
+                                  NodePlan, RecipePlan, shm_bytes)
+from generator.read.resources import read_data
 
 # Characters YAML forbids or treats as line breaks inside a double-quoted scalar (json.dumps leaves them as is).
 _YAML_UNSAFE = re.compile("[\x7f-\x9f\u2028\u2029\ufeff\ufffe\uffff]")
@@ -189,7 +189,7 @@ def render_launcher(node: NodePlan, inline_files: bool) -> str | None:
 
 
 def render_node(plan: RecipePlan, rank: int) -> str:
-    from generator.versions import header_line, needs_of
+    from generator.render.versions import header_line, needs_of
 
     node = plan.nodes[rank]
     launcher = render_launcher(node, inline_files=False)

@@ -1,6 +1,6 @@
-"""Lint rules over `ray_args`, checked against Ray's own option list (generator/rayoptions.py) the way `args` are
-checked against the engine's flags. The rules register themselves (generator/lint_registry.py); lint.py imports this
-module and runs cluster_findings on cluster files.
+"""Lint rules over `ray_args`, checked against Ray's own option list (generator/engines/rayoptions.py) the way
+`args` are checked against the engine's flags. The rules register themselves (generator/check/registry.py);
+check/rules.py imports this module and runs cluster_findings on cluster files.
 
 `ray start` is a click command: an option takes one value or none, a value-taking option swallows the next word
 whatever it is, and a word that is no option's value is refused ("Got unexpected extra argument").
@@ -9,13 +9,13 @@ whatever it is, and a word that is no option's value is refused ("Got unexpected
 from __future__ import annotations
 
 import json
-from generator import rayoptions
+from generator.check.registry import ERROR, WARNING, Findings, rule
 from generator.diagnostics import Diagnostic
-from generator.engines import OWNED_RAY_FLAGS
-from generator.lint_registry import ERROR, WARNING, Findings, rule
-from generator.model import Arg, Cluster, Origin, Recipe
-from generator.rayoptions import RayWord
-from generator.tomldoc import TomlDocument
+from generator.engines import rayoptions
+from generator.engines.ranks import OWNED_RAY_FLAGS
+from generator.engines.rayoptions import RayWord
+from generator.read.tomldoc import TomlDocument
+from generator.resolve.model import Arg, Cluster, Origin, Recipe
 
 _BOOLS = {"true", "false", "1", "0", "yes", "no", "y", "n", "on", "off", "t", "f"}  # click's BOOL, any case
 

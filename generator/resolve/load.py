@@ -9,14 +9,15 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from generator.argwords import flag_name, group_flags, merge_args, split_words
-from generator.benchtable import bench_table, merged
 from generator.diagnostics import Diagnostic, RecipegenError
-from generator.model import (CONTAINER_KEYS, DEFAULT, ENGINE_DEFAULT_ENTRYPOINT, RECIPE_ID, RECIPE_SCALARS, Arg,
-                             Cluster, ContainerOptions, Mod, Mount, Node, Origin, Recipe, Ulimits, container_target)
-from generator.mods import load_mods
-from generator.schemas import schema, valid_part, validate_document
-from generator.tomldoc import TomlDocument, load_toml, parse_toml
+from generator.read.schemas import schema, valid_part, validate_document
+from generator.read.tomldoc import TomlDocument, load_toml, parse_toml
+from generator.resolve.argwords import flag_name, group_flags, merge_args, split_words
+from generator.resolve.benchtable import bench_table, merged
+from generator.resolve.model import (CONTAINER_KEYS, DEFAULT, ENGINE_DEFAULT_ENTRYPOINT, RECIPE_ID, RECIPE_SCALARS, Arg,
+                                     Cluster, ContainerOptions, Mod, Mount, Node, Origin, Recipe, Ulimits,
+                                     container_target)
+from generator.resolve.mods import load_mods
 
 RECIPE_FILE = "recipe.toml"
 

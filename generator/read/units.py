@@ -1,6 +1,6 @@
 """Sizes and durations read exactly as Docker and Compose read them (Go), so a value they would refuse at `up`
 is refused at `validate`, and one they accept is accepted: the JSON Schemas name these checks as formats
-(`docker-size`, `docker-log-size`, `go-duration`, `docker-start-period`; generator/schemas.py).
+(`docker-size`, `docker-log-size`, `go-duration`, `docker-start-period`; generator/read/schemas.py).
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterator
 
 from generator.diagnostics import Severity
-from generator.model import Cluster, FlagGroup, Origin, Recipe
+from generator.resolve.model import Cluster, FlagGroup, Origin, Recipe
 
 ERROR, WARNING = Severity.ERROR, Severity.WARNING
 

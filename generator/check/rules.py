@@ -11,15 +11,15 @@ import posixpath
 import re
 from typing import Any
 
-from generator.argwords import group_flags, json_problem
 from generator.diagnostics import Diagnostic
-from generator.engines import OWNED_ENV, OWNED_FLAGS, OWNED_RAY_FLAGS
+from generator.engines.ranks import OWNED_ENV, OWNED_FLAGS, OWNED_RAY_FLAGS
+from generator.resolve.argwords import group_flags, json_problem
 # The rule modules grouped by what they protect register themselves on import: lint_recipe runs them all.
-from generator import lint_flags, lint_launch, lint_mounts, lint_paths, lint_ports, lint_ray  # noqa: F401
-from generator.lint_registry import ERROR, RULES as RULES, WARNING, Findings, flags, rule
-from generator.model import (HF_CACHE_IN_CONTAINER, LAUNCHER_PATH, Cluster, ContainerOptions, FlagGroup, Mount,
-                             NodeChoiceError, Origin, Recipe, container_target)
-from generator.tomldoc import KeyPath, TomlDocument, format_key
+from generator.check import flags as lint_flags, launch as lint_launch, mounts as lint_mounts, paths as lint_paths, ports as lint_ports, ray as lint_ray  # noqa: F401
+from generator.check.registry import ERROR, RULES as RULES, WARNING, Findings, flags, rule
+from generator.read.tomldoc import KeyPath, TomlDocument, format_key
+from generator.resolve.model import (HF_CACHE_IN_CONTAINER, LAUNCHER_PATH, Cluster, ContainerOptions, FlagGroup, Mount,
+                                     NodeChoiceError, Origin, Recipe, container_target)
 
 LAUNCHER_DIR = posixpath.dirname(LAUNCHER_PATH)  # /opt/recipegen: the compiler's, like the cache mount
 FABRIC_ENV = re.compile(r"^(NCCL_|UCX_|GLOO_|TP_SOCKET_|OMPI_MCA_btl_tcp_if|NVSHMEM_)")
@@ -371,7 +371,7 @@ def _shell_literal(recipe: Recipe, cluster: Cluster | None) -> Findings:
 
 @rule("unknown-flag", WARNING, "a flag the engine release the image runs does not accept (did-you-mean)")
 def _unknown_flag(recipe: Recipe, cluster: Cluster | None) -> Findings:
-    from generator import engineflags
+    from generator.engines import engineflags
 
     release, checked = lint_flags.engine_flag_groups(recipe)
     if release is None:
@@ -388,7 +388,7 @@ def _unknown_flag(recipe: Recipe, cluster: Cluster | None) -> Findings:
 
 @rule("flag-value", ERROR, "a flag value the engine cannot parse (a number, a choice, a switch given a value)")
 def _flag_value(recipe: Recipe, cluster: Cluster | None) -> Findings:
-    from generator import engineflags
+    from generator.engines import engineflags
 
     release, checked = lint_flags.engine_flag_groups(recipe)
     if release is None:
@@ -447,8 +447,8 @@ def lint_cluster(doc: TomlDocument) -> list[Diagnostic]:
 def _cluster_ray_flags(doc: TomlDocument) -> list[Diagnostic]:
     """The cluster's `ray_args` go to every Ray node too: the compiler's own `ray start` flags are errors there,
     as in a recipe (a `--block` there would stop the head before the engine, a `--port` split head and workers)."""
-    from generator.argwords import split_words
     from generator.diagnostics import RecipegenError
+    from generator.resolve.argwords import split_words
 
     try:
         words = split_words(doc, doc.data.get("ray_args", []), "cluster", key="ray_args")
@@ -463,7 +463,7 @@ def _cluster_ray_flags(doc: TomlDocument) -> list[Diagnostic]:
 def _engine_release(recipe: Recipe, cluster: Cluster | None) -> Findings:
     """The compiler's own words must be ones the engine accepts: vLLM's multi-node `mp` wiring (--nnodes,
     --node-rank, --master-addr, --master-port) exists only in newer releases."""
-    from generator import engineflags
+    from generator.engines import engineflags
 
     if recipe.engine != "vllm" or recipe.distributed_backend != "mp" or recipe.required_nodes < 2:
         return

@@ -12,14 +12,14 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
 
-from generator.buildcontext import find_build_context
 from generator.diagnostics import RecipegenError
-from generator.engines import (OWNED_ENV, draft_models, flag_value, rank_command, rank_env, serve_port,
-                               served_model_name)
-from generator.model import (COMPILER, CONTAINER_KEYS, DEFAULT, HF_CACHE_IN_CONTAINER, RECIPE_SCALARS, Arg, Cluster,
-                             ContainerOptions, Node, NodeChoiceError, Origin, Recipe, Ulimits)
-from generator.model import LAUNCHER_PATH as LAUNCHER_PATH, MODS_DIR as MODS_DIR  # the plan's vocabulary too
-from generator.units import duration_ns, size_bytes
+from generator.engines.ranks import (OWNED_ENV, draft_models, flag_value, rank_command, rank_env, serve_port,
+                                     served_model_name)
+from generator.read.units import duration_ns, size_bytes
+from generator.resolve.buildcontext import find_build_context
+from generator.resolve.model import (COMPILER, CONTAINER_KEYS, DEFAULT, HF_CACHE_IN_CONTAINER, RECIPE_SCALARS, Arg,
+                                     Cluster, ContainerOptions, Node, NodeChoiceError, Origin, Recipe, Ulimits)
+from generator.resolve.model import LAUNCHER_PATH as LAUNCHER_PATH, MODS_DIR as MODS_DIR  # the plan's vocabulary too
 
 LABEL_PREFIX = "dev.recipegen"
 ENGINE_SERVICE = "engine"  # the one service of every per-node compose file (templates/compose.yaml.j2)

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from generator.diagnostics import Diagnostic, RecipegenError, Severity, display_path
-from generator.resolve import RECIPE_FILE, recipe_file
+from generator.resolve.load import RECIPE_FILE, recipe_file
 
 CLUSTER_FILE = "cluster.toml"
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from generator.model import Recipe
+from generator.resolve.model import Recipe
 
 DEFAULT_DOCKERFILE = "Dockerfile"
 

@@ -5,9 +5,9 @@ needs the plan (a cluster) and Jinja: a recipe whose mods and setup are far belo
 
 from __future__ import annotations
 
+from generator.check.registry import ERROR, Findings, rule
 from generator.diagnostics import RecipegenError
-from generator.lint_registry import ERROR, Findings, rule
-from generator.model import MODS_DIR, Cluster, Recipe
+from generator.resolve.model import MODS_DIR, Cluster, Recipe
 
 MAX_INLINE_LAUNCHER = 128 * 1024 - 1
 # Below this bound the launcher cannot reach the limit, so no rendering is needed: its own text (templates/
@@ -36,8 +36,8 @@ def could_exceed(recipe: Recipe) -> bool:
 
 def launcher_sizes(recipe: Recipe, cluster: Cluster) -> list[tuple[str, int]]:
     """(node name, bytes) of each node's stack launcher, rendered as `build` renders it."""
-    from generator.plan import plan_recipe
-    from generator.render import render_launcher
+    from generator.plan.nodes import plan_recipe
+    from generator.render.render import render_launcher
 
     plan = plan_recipe(recipe, cluster, recipe.path.parent, recipe.path.parent / "out")  # paths: not in launchers
     sizes = []

@@ -9,13 +9,13 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from generator.argwords import json_problem
-from generator.engines import OWNED_FLAGS
-from generator.lint_registry import ERROR, Findings, flags, rule
-from generator.model import Cluster, FlagGroup, Recipe
+from generator.check.registry import ERROR, Findings, flags, rule
+from generator.engines.ranks import OWNED_FLAGS
+from generator.resolve.argwords import json_problem
+from generator.resolve.model import Cluster, FlagGroup, Recipe
 
 if TYPE_CHECKING:
-    from generator.engineflags import FlagSpec, Lookup, Release
+    from generator.engines.engineflags import FlagSpec, Lookup, Release
 
 # The entrypoints whose flags are the engine's server flags; any other entrypoint (a wrapper script) is not checked.
 ENGINE_SERVERS = {"vllm": ("vllm serve", "vllm.entrypoints.openai.api_server"),
@@ -28,7 +28,7 @@ JSON_STRINGS = {"sglang": ("--json-model-override-args",)}
 
 def engine_flag_groups(recipe: Recipe) -> tuple[Release | None, list[tuple[FlagGroup, Lookup]]]:
     """(release, [(group, lookup)]) for the recipe's non-owned flags, or (None, []) when there is nothing to check."""
-    from generator import engineflags
+    from generator.engines import engineflags
 
     command = " ".join(recipe.entrypoint)
     if not any(server in command for server in ENGINE_SERVERS.get(recipe.engine, ())):
@@ -44,7 +44,7 @@ def takes_json(recipe: Recipe, group: FlagGroup) -> bool:
     """The flag's value is JSON to the engine: the data says so (`json`, or `json_or_str` and the value is `{...}`)
     for the image's release or, where that release does not know the flag (or the entrypoint is a wrapper), for
     the newest release that does."""
-    from generator import engineflags
+    from generator.engines import engineflags
 
     if group.flag in JSON_STRINGS.get(recipe.engine, ()):
         return True
@@ -95,7 +95,7 @@ def arity_problem(spec: FlagSpec, group: FlagGroup, following: FlagGroup | None)
 
 @rule("flag-arity", ERROR, "an engine flag given no value (the next word is a flag), or a stray extra word")
 def _flag_arity(recipe: Recipe, cluster: Cluster | None) -> Findings:
-    from generator import engineflags
+    from generator.engines import engineflags
 
     release, checked = engine_flag_groups(recipe)
     if release is None:

@@ -13,10 +13,10 @@ from functools import cache
 from typing import Any, Iterable, Iterator
 
 from generator.diagnostics import Diagnostic
-from generator.resources import read_data
-from generator.tomldoc import KeyPath, TomlDocument, format_key
-from generator.units import (DURATION_SHAPE, SIZE_SHAPE, duration_ns, duration_ok, log_size_ok, size_bytes,
-                             size_overflows, start_period_ok)
+from generator.read.resources import read_data
+from generator.read.tomldoc import KeyPath, TomlDocument, format_key
+from generator.read.units import (DURATION_SHAPE, SIZE_SHAPE, duration_ns, duration_ok, log_size_ok, size_bytes,
+                                  size_overflows, start_period_ok)
 
 SCHEMA_NAMES = ("recipe", "cluster")
 
@@ -31,7 +31,7 @@ def schema(kind: str) -> dict[str, Any]:
     return loaded
 
 
-# Formats the schemas name for what a pattern cannot say: the value must be one Docker reads (generator/units.py
+# Formats the schemas name for what a pattern cannot say: the value must be one Docker reads (generator/read/units.py
 # reproduces its parsers). Editors ignore formats they do not know; where a pattern can give the shape, it does.
 # A value of the wrong shape is the pattern's to report (one message per value), so those formats pass it.
 FORMATS = {
@@ -196,7 +196,7 @@ def _describe(branch: dict[str, Any]) -> str:
 
 
 def _table_name(path: tuple[str | int, ...]) -> str:
-    from generator.tomldoc import format_key
+    from generator.read.tomldoc import format_key
 
     return format_key(path)
 

@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Callable
 
 from generator.diagnostics import RecipegenError
-from generator.model import Mod, ModFile
-from generator.tomldoc import TomlDocument
+from generator.read.tomldoc import TomlDocument
+from generator.resolve.model import Mod, ModFile
 
 MOD_ENTRY = "run.sh"
 MAX_MOD_BYTES = 1024 * 1024  # all files of one mod: they are committed inside every node's compose file

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from generator.diagnostics import Diagnostic, RecipegenError, display_path
-from generator.origin import Origin
+from generator.read.origin import Origin
 
 
 KeyPath = tuple[str | int, ...]

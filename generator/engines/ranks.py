@@ -8,9 +8,9 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from generator import rayoptions
-from generator.argwords import merge_args
-from generator.model import ENGINE_DEFAULT_PORT, Arg, Cluster, Node, Recipe
+from generator.engines import rayoptions
+from generator.resolve.argwords import merge_args
+from generator.resolve.model import ENGINE_DEFAULT_PORT, Arg, Cluster, Node, Recipe
 
 # Flags the compiler writes itself (all spellings the engine accepts); a recipe setting one is an error.
 OWNED_FLAGS = {

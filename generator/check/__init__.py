@@ -1,0 +1,1 @@
+"""Check: the lint rules over resolved recipes and clusters, grouped by what they protect."""

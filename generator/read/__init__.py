@@ -1,0 +1,1 @@
+"""Read: TOML files into documents with positions, checked against the JSON Schemas."""

@@ -1,0 +1,1 @@
+"""Resolve: documents into typed recipes and clusters (extends, mods, defaults), each value with its origin."""
