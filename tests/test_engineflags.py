@@ -465,7 +465,8 @@ def test_choices_are_not_judged_when_the_release_is_a_guess():
 
 
 def test_only_linting_loads_the_flag_data():
-    """generator.check.rules imports engineflags (and reads the JSON) inside the two rules, not at import time."""
+    """The lint rules (generator/check/flags.py) import engineflags (and read the JSON) inside the rules, not at
+    import time."""
     code = "import sys, generator.cli, generator.check.rules; print('generator.engines.engineflags' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
     assert out.stdout.strip() == "False"

@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from generator.check.rules import RULES, SECRET_FIX
+from generator.check.rules import RULES
+from generator.check.secrets import SECRET_FIX
 from generator.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -433,14 +434,14 @@ SECRET_VALUES = ["https://user:pw@host/org/repo", "git+https://oauth2:abc123@git
 
 @pytest.mark.parametrize("name", sorted(_env_names_in_the_repository()) + ORDINARY_NAMES)
 def test_ordinary_env_names_are_not_secrets(name):
-    from generator.check.rules import secret_name
+    from generator.check.secrets import secret_name
 
     assert not secret_name(name)
 
 
 @pytest.mark.parametrize("value", ORDINARY_VALUES)
 def test_ordinary_values_are_not_secrets(value):
-    from generator.check.rules import SECRET_VALUE
+    from generator.check.secrets import SECRET_VALUE
 
     assert not SECRET_VALUE.search(value)
 

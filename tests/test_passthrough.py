@@ -29,7 +29,7 @@ import tomli_w
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from generator.check.rules import SECRET_VALUE, secret_name  # the `secret` rule's patterns: its refusals are filtered
+from generator.check.secrets import SECRET_VALUE, secret_name  # the `secret` rule's patterns: its refusals are filtered
 from test_golden import compose_binary, compose_env, recipegen
 
 # What the lint rules reject on purpose (README: "the compiler owns ... a recipe that sets one is an error").

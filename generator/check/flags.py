@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from generator.check.registry import ERROR, Findings, flags, rule
+from generator.check.registry import ERROR, WARNING, Findings, flags, rule
 from generator.engines.ranks import OWNED_FLAGS
 from generator.resolve.argwords import json_problem
 from generator.resolve.model import Cluster, FlagGroup, Recipe
@@ -110,3 +110,81 @@ def _flag_arity(recipe: Recipe, cluster: Cluster | None) -> Findings:
         problem = arity_problem(found.spec, group, following[id(group)])
         if problem:
             yield group.args[0].origin, "args", f"'{group.flag}' {problem} ({release})"
+
+
+@rule("bad-json", ERROR, "a flag that takes JSON (the engine data says which) whose value does not parse")
+def _bad_json(recipe: Recipe, cluster: Cluster | None) -> Findings:
+    for group in flags(recipe):
+        for value in group.values[:1]:
+            problem = json_problem(value)
+            if problem and not takes_json(recipe, group):
+                continue  # looks like JSON, but the engine reads it as text (a chat template, a [name])
+            if problem:
+                yield (group.args[0].origin, "args",
+                       f"'{group.flag}' value is not valid JSON: {problem}: {value.strip()[:60]}"
+                       + _json_quoting_hint(group))
+
+
+def _json_quoting_hint(group: FlagGroup) -> str:
+    """JSON written without shell quotes loses its double quotes and splits at its blanks (args are shell
+    words): say so, since the message about the broken JSON alone sends people looking for a typo."""
+    value = group.values[0]
+    if len(group.values) == 1 and '"' in value:
+        return ""  # the quotes survived: a real JSON typo
+    words = f"{len(group.values)} words" if len(group.values) > 1 else "1 word without its double quotes"
+    return (f"; args are split as a shell does and this JSON became {words}: wrap it in single quotes inside "
+            "the string, e.g. \"'{\\\"method\\\": \\\"mtp\\\"}'\"")
+
+
+@rule("unknown-flag", WARNING, "a flag the engine release the image runs does not accept (did-you-mean)")
+def _unknown_flag(recipe: Recipe, cluster: Cluster | None) -> Findings:
+    from generator.engines import engineflags
+
+    release, checked = engine_flag_groups(recipe)
+    if release is None:
+        return
+    for group, found in checked:
+        if found.spec is not None and not found.abbreviation:
+            continue
+        name = group.args[0].word.split("=", 1)[0]
+        if not release.exact and engineflags.known_in_some_release(recipe.engine, name):
+            continue  # the image's release is a guess and some release has the flag: not sure enough to warn
+        assumed = "" if release.exact else f" ({release.why})"
+        yield (group.args[0].origin, "args", f"'{name}' is not a {release} flag; {found.problem}{assumed}")
+
+
+@rule("flag-value", ERROR, "a flag value the engine cannot parse (a number, a choice, a switch given a value)")
+def _flag_value(recipe: Recipe, cluster: Cluster | None) -> Findings:
+    from generator.engines import engineflags
+
+    release, checked = engine_flag_groups(recipe)
+    if release is None:
+        return
+    for group, found in checked:
+        if found.spec is None or (not release.exact and not engineflags.same_type_everywhere(release, found.spec)):
+            continue
+        problem = engineflags.value_problem(found.spec, group.values, sure_of_choices=release.exact)
+        if problem:
+            yield group.args[0].origin, "args", f"'{group.flag}' {problem} ({release})"
+
+
+@rule("engine-release", WARNING, "the image's engine release lacks a flag the compiler writes (rank wiring)")
+def _engine_release(recipe: Recipe, cluster: Cluster | None) -> Findings:
+    """The compiler's own words must be ones the engine accepts: vLLM's multi-node `mp` wiring (--nnodes,
+    --node-rank, --master-addr, --master-port) exists only in newer releases."""
+    from generator.engines import engineflags
+
+    if recipe.engine != "vllm" or recipe.distributed_backend != "mp" or recipe.required_nodes < 2:
+        return
+    release = engineflags.release_for_image(recipe.engine, recipe.docker_image)
+    if release is None or not release.exact:
+        return
+    wiring = ("--nnodes", "--node-rank", "--master-addr", "--master-port")
+    missing = [flag for flag in wiring if engineflags.lookup(release, flag).spec is None]
+    if missing:
+        having = engineflags.releases_with(recipe.engine, missing[0])
+        since = f" (it is in {having[0]} and later)" if having else ""
+        yield (recipe.origins.get("docker_image", recipe.document.origin("recipe", ())), "docker_image",
+               f"{release} has no {', '.join(missing)}{since}: the multi-node wiring recipegen writes for "
+               "distributed_backend = 'mp' would be refused at boot; use a newer image, or distributed_backend = "
+               "'ray'")

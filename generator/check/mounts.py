@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import posixpath
 
-from generator.check.registry import WARNING, Findings, rule
+from generator.check.registry import ERROR, WARNING, Findings, rule
 from generator.engines.ranks import draft_models
-from generator.resolve.model import HF_CACHE_IN_CONTAINER, Cluster, Origin, Recipe, container_target
+from generator.resolve.model import (HF_CACHE_IN_CONTAINER, LAUNCHER_PATH, Cluster, ContainerOptions, Mount, Origin,
+                                     Recipe, container_target)
 from generator.resolve.modelid import read_model
+
+LAUNCHER_DIR = posixpath.dirname(LAUNCHER_PATH)  # /opt/recipegen: the compiler's, like the cache mount
 
 
 def _reaches(target: str, path: str) -> bool:
@@ -48,3 +51,57 @@ def _model_mount(recipe: Recipe, cluster: Cluster | None) -> Findings:
         yield (origin, key, f"'{model}' is a path in the container that no mount reaches (mounts: {mounts}): "
                             "unless the image holds it, the engine finds no model there; add an [[extra_mounts]] "
                             "whose `container` folder holds it")
+
+
+@rule("mount-target", ERROR, "an extra mount on /, on a path the compiler mounts or over its launcher's folder, or "
+                        "twice on one folder")
+def _mount_target(recipe: Recipe, cluster: Cluster | None) -> Findings:
+    reserved = {HF_CACHE_IN_CONTAINER: "the Hugging Face cache (set hf_cache in the cluster)",
+                "/dev/shm": "shared memory (set shm_size)"}
+    seen: dict[str, Mount] = {}
+    for mount in recipe.mounts:  # compared as the container resolves them: //dev/shm is /dev/shm
+        target = container_target(mount.container)
+        if target == "/":
+            yield mount.origin, "extra_mounts", f"'{mount.container}' is the container's root: Docker refuses it"
+        elif _overlaps(target, LAUNCHER_DIR):
+            yield (mount.origin, "extra_mounts",
+                   f"'{mount.container}' overlaps recipegen's launcher folder {LAUNCHER_DIR} (it, a folder above it "
+                   "or a file in it): the mount would hide or replace the launcher that runs setup, mods and Ray "
+                   "before the engine; mount elsewhere")
+        elif target in reserved:
+            yield mount.origin, "extra_mounts", f"'{mount.container}' is {reserved[target]}; mount elsewhere"
+        elif target in seen:
+            first = seen[target]
+            yield (mount.origin, "extra_mounts",
+                   f"'{mount.container}' and '{first.container}' (line {first.origin.line}) are both {target}: "
+                   "one folder takes one mount; keep one")
+        else:
+            seen[target] = mount
+
+
+def _overlaps(target: str, folder: str) -> bool:
+    return target == folder or folder.startswith(target.rstrip("/") + "/") or target.startswith(folder + "/")
+
+
+@rule("container-user", ERROR, "a non-root container_user that mods cannot run as: a user name, or an empty mod file")
+def _container_user(recipe: Recipe, cluster: Cluster | None) -> Findings:
+    """Mod files reach the container as Compose configs, in folders Docker creates as root; Compose gives a file
+    to a user only by uid, and the launcher (running as that user) must create the mod's empty files itself."""
+    given = recipe.container.get("container_user")  # the schema made it a string
+    user = str(given) if given else (cluster.container.container_user if cluster else None)
+    options = ContainerOptions(container_user=user)
+    if options.as_root or not recipe.mods:
+        return
+    origin = recipe.origins.get("container_user") or recipe.origins["mods"]
+    key = "container_user" if "container_user" in recipe.origins else "mods"
+    if options.numeric_user is None:
+        yield (origin, key, f"container_user '{user}' is a name: Compose gives the mods' files to a user by uid "
+                            "only, and a name's uid is in the image's /etc/passwd, which compiling cannot read; "
+                            "write the numeric UID[:GID] (`docker run --rm IMAGE id USER` shows it)")
+    for mod in recipe.mods:
+        for file in mod.files:
+            if not file.text:
+                yield (mod.origin, "mods",
+                       f"mod '{mod.source}': {file.path} is empty, so the launcher creates it (Compose copies no "
+                       f"empty config), in a folder Docker makes as root: as container_user '{user}' it cannot; "
+                       "give the file content (a comment), or run as root")

@@ -1,9 +1,9 @@
 """The lint rule registry: what a rule is and the list every rule module adds itself to.
 
-Rules live in modules grouped by what they protect (lint.py: flags, env, secrets; lint_paths.py: build contexts
-and paths; lint_ports.py: ports on the host network; lint_mounts.py: mounts and the model's path ...); each
-module registers its rules with `@rule` on import, and lint.py imports them all, so `validate` and `build` run
-the same list.
+Rules live in modules of generator/check/ grouped by what they protect (flags.py: flags against the engine's
+data; secrets.py; paths.py: build contexts and paths; ports.py: ports on the host network; mounts.py: mounts and
+the model's path ...); each module registers its rules with `@rule` on import, and rules.py imports them all, so
+`validate` and `build` run the same list.
 """
 
 from __future__ import annotations

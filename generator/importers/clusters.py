@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from generator.check.rules import secret_env
+from generator.check.secrets import secret_env
 from generator.cluster.probe.write import write_atomic
 from generator.diagnostics import Diagnostic, RecipegenError, display_path
 from generator.importers.base import EnvVar, Field, NotCarried

@@ -4,7 +4,7 @@ named; a token anywhere else the import would write (the command, pre_exec) refu
 
 from __future__ import annotations
 
-from generator.check.rules import SECRET_VALUE, secret_env
+from generator.check.secrets import SECRET_VALUE, secret_env
 from generator.importers.base import EnvVar, Field, NotCarried, TomlValue, peer_key
 from generator.importers.yamlfile import YamlFile
 
