@@ -11,6 +11,7 @@ from generator.check.rules import lint_cluster, lint_recipe
 from generator.diagnostics import Diagnostic, RecipegenError
 from generator.plan.nodes import RecipePlan, plan_recipe
 from generator.render.render import render_node, render_stack
+from generator.render.sizes import launcher_sizes
 from generator.resolve.load import load_cluster, load_recipe
 from generator.resolve.model import Cluster
 from generator.write.output import stamp
@@ -92,7 +93,7 @@ def _compile_outcome(path: Path, cluster: Cluster, root: Path, out_dir: Path, st
 def compile_one(path: Path, cluster: Cluster, root: Path, out_dir: Path,
                 strict: bool = False) -> tuple[RecipePlan, dict[str, str], list[Diagnostic]]:
     recipe = load_recipe(path, root / "recipes")
-    findings = lint_recipe(recipe, cluster)
+    findings = lint_recipe(recipe, cluster, launcher_sizes)
     failing = [f for f in findings if f.is_error or strict]
     if failing:
         raise RecipegenError(findings)

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from generator.check.rules import RULES, lint_cluster, lint_recipe
 from generator.diagnostics import Diagnostic, RecipegenError, Severity, display_path
+from generator.render.sizes import launcher_sizes
 from generator.resolve.load import RECIPE_FILE, cluster_from_document, load_checked, load_recipe
 from generator.resolve.model import Cluster
 from generator.resolve.project import Project, skipped_entries
@@ -93,7 +94,7 @@ def validate_paths(paths: list[Path], cluster_path: Path | None) -> list[Diagnos
             else:
                 recipe = load_recipe(path, project.recipes_dir, schema_problems)
                 dropped = {key for doc in recipe.documents for key in doc.dropped}
-                found_here += _unless_dropped(lint_recipe(recipe, cluster), dropped)
+                found_here += _unless_dropped(lint_recipe(recipe, cluster, launcher_sizes), dropped)
                 recipes_linted = True
         except RecipegenError as exc:
             found_here += exc.diagnostics

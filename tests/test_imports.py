@@ -1,6 +1,7 @@
-"""No import circles in generator/: the modules form layers (load -> ... -> write; docker -> backends -> actions
--> cli). Every import counts, at the top of a module or inside a function: a circle through a lazy import is
-still two modules that each need the other."""
+"""No import circles in generator/: the modules form layers (the compiler's stages read -> resolve -> engines ->
+check -> plan -> render -> write; docker -> backends -> actions -> cli). Every import counts, at the top of a
+module or inside a function: a circle through a lazy import is still two modules that each need the other. The
+compiler's stages import only down the flow, and the top of generator/ holds only the entry points."""
 
 from __future__ import annotations
 
@@ -87,3 +88,58 @@ def test_the_graph_sees_lazy_and_from_imports():
     assert "generator.cli.compile" in graph["generator.cli.deploy"]  # top-level `from generator.cli.compile import`
     assert "generator.deploy.targets" in graph["generator.cli.deploy"]  # imported inside a command's body
     assert "generator.cli.deploy" in graph["generator.cli"]  # `from generator.cli import deploy`: the submodule
+
+
+# The compiler's stages in flow order: a module of one imports only from its own or an earlier stage, and
+# generator.diagnostics (shared by every stage and the deployer). The entry points (build, validate, explain) and
+# cli/, deploy/, cluster/, transfer/, importers/, bench/ may import any stage.
+STAGES = ("read", "resolve", "engines", "check", "plan", "render", "write")
+SHARED = {"generator.diagnostics"}
+ENTRY_POINTS = {"__init__", "__main__", "build", "validate", "explain", "diagnostics"}
+MAX_LINES = 350
+
+
+def stage_of(module: str) -> int | None:
+    parts = module.split(".")
+    return STAGES.index(parts[1]) if len(parts) > 2 and parts[0] == "generator" and parts[1] in STAGES else None
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    """Each import of a stage's module that is not from its own or an earlier stage (nor a shared module)."""
+    found = []
+    for name in sorted(graph):
+        mine = stage_of(name)
+        if mine is None:
+            continue
+        for target in sorted(graph[name] - SHARED):
+            theirs = stage_of(target)
+            if theirs is None or theirs > mine:
+                found.append(f"{name} -> {target}")
+    return found
+
+
+def test_stages_import_only_down_the_flow():
+    assert upward_imports(import_graph()) == []
+
+
+def test_the_stage_check_sees_an_upward_import():
+    graph = {"generator.check.launch": {"generator.render.render", "generator.diagnostics"},
+             "generator.render.render": {"generator.plan.nodes", "generator.render.versions"},
+             "generator.plan.nodes": {"generator.deploy.names"},  # a stage leaning on the deployer
+             "generator.read.tomldoc": {"generator.build"},  # or on an entry point
+             "generator.build": {"generator.write.output"}}  # entry points may import any stage
+    assert upward_imports(graph) == ["generator.check.launch -> generator.render.render",
+                                     "generator.plan.nodes -> generator.deploy.names",
+                                     "generator.read.tomldoc -> generator.build"]
+
+
+def test_every_stage_is_a_package_saying_its_part_of_the_flow():
+    for stage in STAGES:
+        init = PACKAGE / stage / "__init__.py"
+        doc = ast.get_docstring(ast.parse(init.read_text("utf-8")))
+        assert doc and "\n" not in doc and doc.lower().startswith(stage), f"{init}: {doc!r}"
+
+
+def test_the_top_of_generator_holds_only_the_entry_points():
+    assert {p.stem for p in PACKAGE.glob("*.py")} == ENTRY_POINTS
+

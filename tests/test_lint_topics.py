@@ -293,7 +293,8 @@ def test_a_launcher_below_the_render_bound_fits_in_one_argument(tmp_path, text):
     the text that quotes worst (every ' becomes 5 bytes), the rendered launcher still fits."""
     from dataclasses import replace
 
-    from generator.check.launch import MAX_INLINE_LAUNCHER, could_exceed, launcher_sizes
+    from generator.check.launch import MAX_INLINE_LAUNCHER, could_exceed
+    from generator.render.sizes import launcher_sizes
     from generator.resolve.load import load_cluster, load_recipe
     from generator.resolve.model import Arg
 
@@ -314,7 +315,8 @@ def test_a_mod_of_many_small_files_below_the_render_bound_fits(tmp_path):
     """Each file costs its path and the words that write it, not only its text: many empty files add up."""
     from dataclasses import replace
 
-    from generator.check.launch import MAX_INLINE_LAUNCHER, could_exceed, launcher_sizes
+    from generator.check.launch import MAX_INLINE_LAUNCHER, could_exceed
+    from generator.render.sizes import launcher_sizes
     from generator.resolve.load import load_cluster, load_recipe
     from generator.resolve.model import Mod, ModFile
 

@@ -1,11 +1,12 @@
 """Lint rules over what recipegen's launcher carries: the Swarm stack passes each node's launcher, with the mods'
 files and the setup commands in it, as one `sh -c` argument, and Linux refuses one argument longer than 32 pages
 (MAX_ARG_STRLEN, 128 KiB): the task could not start. The size is known only once the launcher is rendered, which
-needs the plan (a cluster) and Jinja: a recipe whose mods and setup are far below the limit is not rendered."""
+needs the plan (a cluster) and Jinja: a recipe whose mods and setup are far below the limit is not rendered. Both
+are later stages: the entry points hand the rule the renderer (generator/render/sizes.py)."""
 
 from __future__ import annotations
 
-from generator.check.registry import ERROR, Findings, rule
+from generator.check.registry import ERROR, Findings, LauncherSizes, rendering_rule
 from generator.diagnostics import RecipegenError
 from generator.resolve.model import MODS_DIR, Cluster, Recipe
 
@@ -34,22 +35,9 @@ def could_exceed(recipe: Recipe) -> bool:
     return _TEMPLATE_BYTES + _QUOTED * _carried(recipe) > MAX_INLINE_LAUNCHER
 
 
-def launcher_sizes(recipe: Recipe, cluster: Cluster) -> list[tuple[str, int]]:
-    """(node name, bytes) of each node's stack launcher, rendered as `build` renders it."""
-    from generator.plan.nodes import plan_recipe
-    from generator.render.render import render_launcher
-
-    plan = plan_recipe(recipe, cluster, recipe.path.parent, recipe.path.parent / "out")  # paths: not in launchers
-    sizes = []
-    for node in plan.nodes:
-        text = render_launcher(node, inline_files=True)
-        sizes.append((node.node.name, len(text.encode("utf-8")) if text else 0))
-    return sizes
-
-
-@rule("stack-argument", ERROR, "a node's Swarm launcher (setup, mods' files) above Linux's 128 KiB per argument",
-      needs_cluster=True)
-def _stack_argument(recipe: Recipe, cluster: Cluster | None) -> Findings:
+@rendering_rule("stack-argument", ERROR,
+                "a node's Swarm launcher (setup, mods' files) above Linux's 128 KiB per argument", needs_cluster=True)
+def _stack_argument(recipe: Recipe, cluster: Cluster | None, launcher_sizes: LauncherSizes) -> Findings:
     if cluster is None or not could_exceed(recipe) or any(doc.dropped for doc in recipe.documents):
         return  # no plan to render (a recipe with invalid keys dropped is no ground to plan on)
     try:

@@ -19,12 +19,17 @@ ERROR, WARNING = Severity.ERROR, Severity.WARNING
 Findings = Iterator[tuple[Origin, str | None, str]]  # (where, key, message) of each problem a rule finds
 
 
+# (node name, bytes) of each node's Swarm launcher, rendered as `build` renders it. Rendering comes after checking
+# in the flow, so the entry points hand this in (generator/render/sizes.py) and check/ imports no later stage.
+LauncherSizes = Callable[[Recipe, Cluster], list[tuple[str, int]]]
+
+
 @dataclass(frozen=True)
 class Rule:
     id: str
     severity: Severity
     summary: str
-    check: Callable[[Recipe, Cluster | None], Findings]
+    check: Callable[[Recipe, Cluster | None, LauncherSizes], Findings]  # rule() adapts checks that render nothing
     needs_cluster: bool = False  # without a cluster it is skipped or checks defaults: `validate` says so
 
 
@@ -32,10 +37,21 @@ RULES: list[Rule] = []
 
 
 Check = Callable[[Recipe, "Cluster | None"], Findings]
+RenderingCheck = Callable[[Recipe, "Cluster | None", LauncherSizes], Findings]
 
 
 def rule(rule_id: str, severity: Severity, summary: str, needs_cluster: bool = False) -> Callable[[Check], Check]:
     def register(fn: Check) -> Check:
+        RULES.append(Rule(rule_id, severity, summary, lambda recipe, cluster, _sizes: fn(recipe, cluster),
+                          needs_cluster))
+        return fn
+    return register
+
+
+def rendering_rule(rule_id: str, severity: Severity, summary: str,
+                   needs_cluster: bool = False) -> Callable[[RenderingCheck], RenderingCheck]:
+    """A rule over rendered text (the launchers): its check is handed the renderer as its third argument."""
+    def register(fn: RenderingCheck) -> RenderingCheck:
         RULES.append(Rule(rule_id, severity, summary, fn, needs_cluster))
         return fn
     return register

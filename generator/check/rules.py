@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from generator.check.registry import ERROR, RULES as RULES, WARNING
+from generator.check.registry import ERROR, RULES as RULES, WARNING, LauncherSizes
 from generator.diagnostics import Diagnostic
 from generator.engines.ranks import OWNED_ENV, OWNED_RAY_FLAGS
 from generator.read.tomldoc import KeyPath, TomlDocument, format_key
@@ -25,11 +25,13 @@ from generator.check import parallelism as lint_parallelism, fabric as lint_fabr
 from generator.check.secrets import SECRET_FIX, SECRET_VALUE, secret_name
 
 
-def lint_recipe(recipe: Recipe, cluster: Cluster | None) -> list[Diagnostic]:
+def lint_recipe(recipe: Recipe, cluster: Cluster | None, launcher_sizes: LauncherSizes) -> list[Diagnostic]:
+    """launcher_sizes renders the launchers (a later stage), for the rules over their text: the entry points pass
+    generator.render.sizes.launcher_sizes."""
     found = []
     child = recipe.document.shown
     for r in RULES:
-        for origin, key, message in r.check(recipe, cluster):
+        for origin, key, message in r.check(recipe, cluster, launcher_sizes):
             file = origin.file or child
             if file != child:  # a parent's line: say which recipe it is a problem for
                 message += f" (inherited by {child})"
