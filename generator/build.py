@@ -9,12 +9,13 @@ from pathlib import Path
 
 from generator.check.rules import lint_cluster, lint_recipe
 from generator.diagnostics import Diagnostic, RecipegenError
-from generator.plan.nodes import RecipePlan, plan_recipe
+from generator.plan.nodes import plan_recipe
+from generator.plan.types import RecipePlan
 from generator.render.render import render_node, render_stack
 from generator.render.sizes import launcher_sizes
 from generator.resolve.load import load_cluster, load_recipe
 from generator.resolve.model import Cluster
-from generator.write.output import stamp
+from generator.write.compare import stamp
 from generator.write.verify import verify_compose
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from generator.plan.nodes import Launch, NodePlan, RecipePlan
+from generator.plan.types import Launch, NodePlan, RecipePlan
 from generator.resolve.argwords import group_flags
 from generator.resolve.model import RECIPE_SCALARS, Origin
 

@@ -222,7 +222,7 @@ def test_an_unedited_copy_is_pruned_and_an_edited_generated_file_is_not_overwrit
 
 
 def test_every_generated_file_carries_a_checksum_of_itself(project: Path):
-    from generator.write.output import file_state
+    from generator.write.compare import file_state
 
     assert run("build").exit_code == 0
     files = sorted((project / "out").rglob("*.yaml"))

@@ -143,3 +143,9 @@ def test_every_stage_is_a_package_saying_its_part_of_the_flow():
 def test_the_top_of_generator_holds_only_the_entry_points():
     assert {p.stem for p in PACKAGE.glob("*.py")} == ENTRY_POINTS
 
+
+
+def test_no_compiler_module_is_over_the_limit():
+    compiler = [p for stage in STAGES for p in (PACKAGE / stage).glob("*.py")] + list(PACKAGE.glob("*.py"))
+    long = {str(p.relative_to(ROOT)): n for p in compiler if (n := len(p.read_text("utf-8").splitlines())) > MAX_LINES}
+    assert long == {}

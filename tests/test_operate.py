@@ -17,7 +17,7 @@ from generator.cli import main
 from generator.deploy.backends.base import since as _since
 from generator.deploy.docker import DockerError
 from generator.deploy.readiness import model_ids as _model_ids
-from generator.plan.nodes import duration_seconds as _seconds
+from generator.plan.types import duration_seconds as _seconds
 
 
 def started(ago: timedelta) -> str:

@@ -33,7 +33,8 @@ from pathlib import Path
 import pytest
 
 from generator.importers import ImportOptions, import_recipe
-from generator.plan.nodes import NodePlan, RecipePlan, plan_recipe, shm_bytes
+from generator.plan.nodes import plan_recipe
+from generator.plan.types import NodePlan, RecipePlan, shm_bytes
 from generator.resolve.argwords import flag_name
 from generator.resolve.load import load_cluster, load_recipe
 

@@ -17,7 +17,7 @@ import click
 from generator.diagnostics import Diagnostic, ExternalError, RecipegenError
 
 if TYPE_CHECKING:
-    from generator.plan.nodes import RecipePlan
+    from generator.plan.types import RecipePlan
     from generator.resolve.model import Cluster
     from generator.resolve.project import Project
 
@@ -91,7 +91,9 @@ def build(recipes: tuple[str, ...], cluster_path: Path | None, out_dir: Path | N
           force: bool) -> None:
     """Compile RECIPES (recipe.toml files, their folders or ids; none = every recipe under recipes/)."""
     from generator.build import compile_recipes
-    from generator.write.output import Stager, differences, leftover_problems, recover
+    from generator.write.compare import differences
+    from generator.write.journal import leftover_problems, recover
+    from generator.write.output import Stager
 
     given = inputs(cluster_path, out_dir, recipes)
     project, cluster, out = given.project, given.cluster, given.out
@@ -223,7 +225,7 @@ def diff(recipes: tuple[str, ...], cluster_path: Path | None, out_dir: Path | No
 
     from generator.build import compile_recipes
     from generator.diagnostics import display_path
-    from generator.write.output import differences
+    from generator.write.compare import differences
 
     given = inputs(cluster_path, out_dir, recipes)
     out = given.out

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from rich.progress import TaskID
 
     from generator.deploy.targets import CompiledDeployment
-    from generator.plan.nodes import RecipePlan
+    from generator.plan.types import RecipePlan
     from generator.transfer.models import Peer
 
 

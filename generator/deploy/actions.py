@@ -15,7 +15,7 @@ from generator.deploy.preflight import preflight
 from generator.deploy.probe import PROBE_TIMEOUT, ProbeResult, first_request
 from generator.deploy.readiness import DeployFailed, wait_until_serving
 from generator.deploy.targets import CompiledDeployment, Deployment, Target, each
-from generator.plan.nodes import duration_seconds
+from generator.plan.types import duration_seconds
 
 LAST_LINES = 30  # of each rank's log, shown when `up` fails
 LOG_PATIENCE = 3.0  # seconds a rank's empty log is asked again before it is shown empty

@@ -30,7 +30,7 @@ from typing import Iterator, Sequence
 from generator.deploy.docker import DockerError, Failure, reason
 from generator.deploy.names import LOCK_CONTAINER, LOCK_IMAGE, RECIPE_LABEL
 from generator.deploy.targets import OnNode, each
-from generator.plan.nodes import LABEL_PREFIX
+from generator.plan.types import LABEL_PREFIX
 
 _L = f"{LABEL_PREFIX}.lock"
 RECIPE, COMMAND, HOST, MACHINE, PID, PID_START, SINCE, BOUND, INVOCATION = (

@@ -1,9 +1,9 @@
-"""The names the deployer finds a recipe's pieces by, in one place. The compiler decides them (generator/plan/nodes.py
+"""The names the deployer finds a recipe's pieces by, in one place. The compiler decides them (generator/plan/types.py
 and the templates); these functions only spell them the way Docker shows them."""
 
 from __future__ import annotations
 
-from generator.plan.nodes import ENGINE_SERVICE, GPU_RESOURCE_KIND, LABEL_PREFIX, SWARM_NODE_LABEL
+from generator.plan.types import ENGINE_SERVICE, GPU_RESOURCE_KIND, LABEL_PREFIX, SWARM_NODE_LABEL
 
 __all__ = ["ENGINE_SERVICE", "GPU_RESOURCE_KIND", "SWARM_NODE_LABEL", "RECIPE_LABEL", "NODE_LABEL", "RANK_LABEL",
            "NAME_LABEL", "LOCK_CONTAINER", "LOCK_IMAGE", "container_name", "stack_service", "preflight_project",

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from generator.deploy.docker import DockerError, reason
 from generator.deploy.names import RANK_LABEL, RECIPE_LABEL
 from generator.deploy.targets import OnNode
-from generator.plan.nodes import LABEL_PREFIX
+from generator.plan.types import LABEL_PREFIX
 
 _FIND = r'''
 import json, os, re, sys

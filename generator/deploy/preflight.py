@@ -15,7 +15,7 @@ from generator.deploy.names import ENGINE_SERVICE, RECIPE_LABEL, preflight_proje
 from generator.deploy.port import holder_or_reason
 from generator.deploy.requirements import engine_finding, needs_of_files
 from generator.deploy.targets import CompiledDeployment, Target, each
-from generator.plan.nodes import NodePlan
+from generator.plan.types import NodePlan
 from generator.resolve.model import HF_CACHE_IN_CONTAINER
 from generator.resolve.modelid import read_model
 

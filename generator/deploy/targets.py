@@ -15,7 +15,7 @@ from typing import Any, Callable, Sequence, TypeVar
 from generator.deploy.docker import Docker
 from generator.deploy.names import ENGINE_SERVICE, NAME_LABEL, RANK_LABEL, recipe_filter
 from generator.diagnostics import Diagnostic, RecipegenError
-from generator.plan.nodes import NodePlan, RecipePlan
+from generator.plan.types import NodePlan, RecipePlan
 from generator.resolve.model import Cluster, Node
 
 T = TypeVar("T")
@@ -88,7 +88,7 @@ class CompiledDeployment(Deployment):
 
 def deployment(plan: RecipePlan, files: dict[str, str], out_dir: Path) -> CompiledDeployment:
     """The deployer runs the committed files; they must be what the recipe compiles to now."""
-    from generator.write.output import differences
+    from generator.write.compare import differences
 
     stale = differences(out_dir, files, [plan.recipe.id], prune=False)
     if stale:

@@ -31,7 +31,8 @@ _BACKEND = re.compile(r"--distributed-executor-backend\s+\S+")
 _CACHES = (("~/.cache/vllm", "/root/.cache/vllm"), ("~/.cache/flashinfer", "/root/.cache/flashinfer"),
            ("~/.triton", "/root/.triton"))
 # launch-cluster.sh start_ray_head / start_ray_worker: the options both give `ray start`
-# launch-cluster.sh's `ray start` options; its head-only --include-dashboard=false reaches the head alone (plan.py)
+# launch-cluster.sh's `ray start` options; its head-only --include-dashboard=false reaches the head alone
+# (generator/engines/ranks.py)
 _RAY_ARGS = ("--object-store-memory", "1073741824", "--num-cpus", "2", "--disable-usage-stats",
              "--include-dashboard=false")
 _LAUNCHER_ENV = {"NCCL_IGNORE_CPU_AFFINITY": "1"}  # launch-cluster.sh DOCKER_ARGS

@@ -18,7 +18,7 @@ import jinja2
 from markupsafe import Markup
 
 from generator.diagnostics import Diagnostic, RecipegenError
-from generator.plan.nodes import (GPU_RESOURCE_KIND, HEALTH_INTERVAL, HEALTH_RETRIES, HEALTH_TIMEOUT, LAUNCHER_PATH,
+from generator.plan.types import (GPU_RESOURCE_KIND, HEALTH_INTERVAL, HEALTH_RETRIES, HEALTH_TIMEOUT, LAUNCHER_PATH,
                                   NodePlan, RecipePlan, shm_bytes)
 from generator.read.resources import read_data
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from generator.deploy.docker import reason, run_command
 from generator.deploy.names import LOCK_IMAGE
 from generator.deploy.targets import OnNode, Target, each
-from generator.plan.nodes import LABEL_PREFIX
+from generator.plan.types import LABEL_PREFIX
 from generator.transfer.images import fan_out
 from generator.transfer.models import Helpers, _follow, _last_line, _Proc
 

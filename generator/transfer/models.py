@@ -21,7 +21,7 @@ from typing import Any, Callable, Protocol
 from generator.deploy.docker import DockerError, reason
 from generator.deploy.targets import OnNode, each
 from generator.engines.ranks import flag_value
-from generator.plan.nodes import LABEL_PREFIX, NodePlan
+from generator.plan.types import LABEL_PREFIX, NodePlan
 from generator.resolve.model import HF_CACHE_IN_CONTAINER
 from generator.resolve.modelid import read_model
 from generator.transfer import hf

@@ -11,7 +11,7 @@ from generator.deploy.findings import Finding, Severity
 from generator.deploy.names import container_name
 from generator.deploy.requirements import check_compose
 from generator.deploy.targets import CompiledDeployment, Deployment, Target, each
-from generator.plan.nodes import duration_seconds
+from generator.plan.types import duration_seconds
 
 
 def rank_state(target: Target, name: str, info: JSONObject | None) -> RankState:

@@ -10,7 +10,7 @@ from generator.deploy.findings import Finding, Severity
 from generator.deploy.names import NODE_LABEL, RECIPE_LABEL, stack_service
 from generator.deploy.swarm_setup import find_manager
 from generator.deploy.targets import CompiledDeployment, Deployment, Target, each
-from generator.plan.nodes import duration_seconds
+from generator.plan.types import duration_seconds
 from generator.resolve.model import Cluster, Node
 
 # A task's state (docker's TaskState) as `ps` shows a rank: a finished task is a rank that exited.

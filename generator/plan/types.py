@@ -1,0 +1,193 @@
+"""The plan's types: one typed object per node saying exactly what runs there. Renderer, `explain`, the deployer
+and the tests all read these objects; nothing downstream re-derives a rank, an address or a variable. The names the
+plan gives the deployer (labels, the service, the Swarm resource) are here too.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from generator.read.units import duration_ns, size_bytes
+from generator.resolve.model import COMPILER, Arg, Cluster, ContainerOptions, Node, Origin, Recipe, Ulimits
+from generator.resolve.model import LAUNCHER_PATH as LAUNCHER_PATH, MODS_DIR as MODS_DIR  # the plan's vocabulary too
+
+LABEL_PREFIX = "dev.recipegen"
+ENGINE_SERVICE = "engine"  # the one service of every per-node compose file (templates/compose.yaml.j2)
+SWARM_NODE_LABEL = "recipegen.node"  # the Swarm node label `placement` pins a rank with
+GPU_RESOURCE_KIND = "NVIDIA_GPU"  # the Swarm generic resource a rank reserves (templates/stack.yaml.j2)
+RESTART_ATTEMPTS = 3  # a rank whose peers are gone must not restart forever
+# The healthcheck probe: python3 is in every vLLM, NGC and SGLang image (curl and wget often are not).
+HEALTH_PROBE = "import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=10)"
+# Over TLS (`--ssl-certfile`) the probe does not verify the certificate: it asks its own container's loopback,
+# which no certificate names (the cert names the node's real host, and may be signed by a private CA the image does
+# not trust). What it checks is that the engine answers; who it is needs no proof from inside its own container.
+HEALTH_PROBE_TLS = ("import ssl, sys, urllib.request; context = ssl.create_default_context(); "
+                    "context.check_hostname = False; context.verify_mode = ssl.CERT_NONE; "
+                    "urllib.request.urlopen(sys.argv[1], timeout=10, context=context)")
+HEALTH_INTERVAL = "15s"
+HEALTH_TIMEOUT = "15s"
+HEALTH_RETRIES = 4  # a minute of failures marks a serving head unhealthy; a busy one answers /health in time
+
+
+@dataclass(frozen=True)
+class EnvVar:
+    name: str
+    value: str
+    origin: Origin
+    overrides: tuple[Origin, ...] = ()  # earlier layers this value replaced
+
+
+@dataclass(frozen=True)
+class Volume:
+    source: str  # host path on the node, `~` already expanded for the node's user
+    target: str
+    read_only: bool
+    origin: Origin
+
+
+@dataclass(frozen=True)
+class ContainerFile:
+    """A file recipegen puts into the engine container (a mod's file, vLLM's Ray settings), carried inside the
+    generated compose file: nothing has to exist on the node beforehand."""
+
+    name: str  # its key among the compose file's configs
+    path: str  # absolute, in the container
+    text: str
+    executable: bool
+    about: str  # shown in the comment above it
+
+
+@dataclass(frozen=True)
+class ModRun:
+    name: str
+    directory: str  # in the container
+    origin: Origin
+
+
+@dataclass(frozen=True)
+class RayHead:
+    """The head of a Ray cluster: `ray start --head`, then wait until every worker joined, then the engine."""
+
+    start: tuple[str, ...]
+    join_timeout_s: int
+    workers: tuple[tuple[str, str], ...]  # (node name, fabric address) of every worker it waits for
+
+
+@dataclass(frozen=True)
+class RayWorker:
+    """A Ray worker's join: wait until the head's Ray port accepts connections, then run the command (`ray start
+    --block --address ...`), again after a failure, until `join_timeout_s` is used up."""
+
+    head_host: str
+    head_port: int
+    join_timeout_s: int
+
+
+@dataclass(frozen=True)
+class Launch:
+    """What runs in the container before the engine: setup commands, then mods, then a Ray head's start; on a
+    Ray worker the command itself runs under the launcher's join loop."""
+
+    mods: tuple[ModRun, ...]
+    setup: tuple[Arg, ...]  # each word is one shell command
+    ray_head: RayHead | None
+    ray_worker: RayWorker | None = None
+
+
+@dataclass(frozen=True)
+class HealthCheck:
+    url: str
+    start_period: str
+    probe: str = HEALTH_PROBE  # python3 -c PROBE URL
+
+    @property
+    def tls(self) -> bool:
+        return self.url.startswith("https:")
+
+
+@dataclass(frozen=True)
+class NodePlan:
+    recipe_id: str
+    node: Node
+    rank: int
+    model: str  # what the rank serves: a Hugging Face id or a path in the container
+    models: tuple[str, ...]  # every model it loads: `model`, then draft models (preflight looks for each)
+    image: str
+    build_context: str | None  # path relative to the compose file's folder
+    command: tuple[Arg, ...]  # the argv, each word with where it came from
+    entrypoint_words: int  # how many leading words of `command` form the container's entrypoint
+    env: tuple[EnvVar, ...]
+    pass_env: tuple[str, ...]  # passed through from the deploying environment (Compose resolves them at `up`)
+    volumes: tuple[Volume, ...]
+    shm_size: str
+    ulimits: Ulimits
+    gpu: str
+    gpus: int  # GPUs per node: all of them serve this rank
+    rdma: bool
+    labels: tuple[tuple[str, str], ...]
+    restart_attempts: int
+    stop_grace_period: str
+    container: ContainerOptions
+    build_args: tuple[tuple[str, str], ...] = ()
+    dockerfile: str | None = None
+    launch: Launch | None = None  # None: the engine command runs as the entrypoint itself
+    files: tuple[ContainerFile, ...] = ()
+    health: HealthCheck | None = None
+
+    @property
+    def is_head(self) -> bool:
+        return self.rank == 0
+
+    @property
+    def file_owner(self) -> tuple[str, str | None] | None:
+        """(uid, gid) the shipped files belong to, for a non-root `UID[:GID]` user: Compose makes a config's file
+        root's unless the service's reference names uid/gid (a user name's uid is unknown here: lint says so)."""
+        return None if self.container.as_root else self.container.numeric_user
+
+    @property
+    def restart_policy(self) -> str:
+        return f"on-failure:{self.restart_attempts}"
+
+    @property
+    def placement(self) -> str:
+        """The Swarm placement constraint pinning this rank to its node (`recipegen swarm setup` sets the label)."""
+        return f"node.labels.{SWARM_NODE_LABEL} == {self.node.name}"
+
+    @property
+    def entrypoint(self) -> tuple[Arg, ...]:
+        if self.launch is not None:  # the launcher runs the steps, then execs the command it is given
+            return (Arg("/bin/sh", COMPILER), Arg(LAUNCHER_PATH, COMPILER))
+        return self.command[: self.entrypoint_words]
+
+    @property
+    def arguments(self) -> tuple[Arg, ...]:
+        return self.command if self.launch is not None else self.command[self.entrypoint_words:]
+
+
+@dataclass(frozen=True)
+class RecipePlan:
+    recipe: Recipe
+    cluster: Cluster
+    nodes: tuple[NodePlan, ...]
+    input_hash: str
+    serve_port: int
+    served_model_name: str
+    source: str  # the recipe file as named in headers, relative to the project
+    cluster_source: str
+
+    @property
+    def head(self) -> NodePlan:
+        return self.nodes[0]
+
+
+def shm_bytes(size: str) -> int:
+    """Docker's size syntax (`32gb`, `64g`, `32GiB`): binary multiples, as go-units reads it."""
+    value = size_bytes(size)
+    if value is None:  # the schema's docker-size format refused it already
+        raise ValueError(size)
+    return value
+
+
+def duration_seconds(text: str) -> int:
+    """A compose duration (`10m`, `1h30m`) in whole seconds, at least 1 (the schema checked it parses)."""
+    return max(1, (duration_ns(text) or 0) // 10**9)
