@@ -1,6 +1,6 @@
 """`args` words and flags (generator.resolve.argwords) and `extends` (generator.resolve.load.load_recipe): every
-merge rule, the origins of merged values, missing parents and cycles; and the shipped agent recipe, which extends the batch
-recipe, against the standalone recipe it replaced."""
+merge rule, the origins of merged values, missing parents and cycles; and the shipped agent recipe, which extends
+the batch recipe, against the standalone recipe it replaced."""
 
 from __future__ import annotations
 
