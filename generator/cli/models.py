@@ -120,5 +120,3 @@ def sync_before_up(dep: CompiledDeployment) -> None:
         click.echo(f"{dep.project}: nothing was started", err=True)
         sys.exit(1)
 
-
-COMMANDS = {"models": models}
