@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import posixpath
 import shutil
 import sys
 import tempfile
@@ -83,11 +84,14 @@ def _fail(out_dir: Path, message: str) -> RecipegenError:
     return RecipegenError(Diagnostic(display_path(out_dir), None, None, None, message))
 
 
-def _inside(out_dir: Path, relative: str) -> Path:
-    target = (out_dir / relative).resolve()
-    if not target.is_relative_to(out_dir.resolve()) or target == out_dir.resolve():
+def _inside(out_dir: Path, relative: str) -> None:
+    """`relative` must name a file below out/: not absolute, no `.` or `..` part, nothing that normalises elsewhere.
+    Checked on the text alone: files are written into a staging folder this build has just made, where no link
+    can lead them elsewhere (resolving each path cost more than writing it)."""
+    parts = relative.split("/")
+    if not relative or relative.startswith("/") or any(p in ("", ".", "..") for p in parts) \
+            or posixpath.normpath(relative) != relative:
         raise _fail(out_dir, f"refusing to write outside it: {relative}")
-    return target
 
 
 def _is_generated(path: Path) -> bool:
