@@ -13,7 +13,7 @@ import json
 import posixpath
 import re
 from functools import cache, lru_cache
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 import jinja2
 
@@ -182,11 +182,17 @@ def _bytecode_cache(env: jinja2.Environment) -> jinja2.BytecodeCache | None:
         return None
 
 
+def _words(args: Iterable[Any]) -> list[str]:
+    """The words of a plan's entrypoint or arguments (each carries its origin too): `map(attribute="word")` in
+    Python, a fifth of the rendering time in Jinja's attribute lookups."""
+    return [arg.word for arg in args]
+
+
 @cache
 def _environment() -> jinja2.Environment:
     env = make_environment(yaml_scalar, {"comment": comment, "shell_comment": shell_comment, "key": key,
                                          "shm_bytes": shm_bytes, "block": block,
-                                         "spaces": lambda n: Raw(" " * n)})
+                                         "spaces": lambda n: Raw(" " * n), "words": _words})
     env.globals.update(launcher_path=LAUNCHER_PATH, gpu_resource_kind=GPU_RESOURCE_KIND,
                        health_interval=HEALTH_INTERVAL,
                        health_timeout=HEALTH_TIMEOUT, health_retries=HEALTH_RETRIES)
