@@ -546,3 +546,19 @@ def test_a_damaged_or_hostile_journal_moves_nothing(project: Path, record):
     assert result.exit_code == 1
     assert "out/.recipegen-journal.json: error: cannot read the journal of an interrupted build" in result.stderr
     assert {k: v for k, v in tree(project).items() if ".recipegen-journal" not in k} == before
+
+
+@pytest.mark.parametrize("relative, allowed", [
+    ("qwen/spark1/compose.yaml", True), ("qwen/stack.yaml", True),
+    ("../qwen/stack.yaml", False), ("/etc/passwd", False), ("qwen/../../x", False), ("qwen//stack.yaml", False),
+    ("qwen/./stack.yaml", False), ("", False), ("qwen/..", False),
+])
+def test_the_writer_refuses_any_path_that_leads_out_of_its_folder(tmp_path: Path, relative: str, allowed: bool):
+    from generator.diagnostics import RecipegenError
+    from generator.write.output import _inside
+
+    if allowed:
+        _inside(tmp_path, relative)
+    else:
+        with pytest.raises(RecipegenError, match="refusing to write outside it"):
+            _inside(tmp_path, relative)

@@ -87,7 +87,7 @@ def test_the_graph_sees_lazy_and_from_imports():
     graph = import_graph()
     assert "generator.cli.compile" in graph["generator.cli.deploy"]  # top-level `from generator.cli.compile import`
     assert "generator.deploy.targets" in graph["generator.cli.deploy"]  # imported inside a command's body
-    assert "generator.cli.deploy" in graph["generator.cli"]  # `from generator.cli import deploy`: the submodule
+    assert "generator.deploy.findings" in graph["generator.deploy.requirements"]  # `from pkg import mod`: the module
 
 
 # The compiler's stages in flow order: a module of one imports only from its own or an earlier stage, and

@@ -14,9 +14,11 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from generator.cluster.probe.read import image_candidates
+from generator.deploy import holder as holders
 from generator.deploy import lock
 from generator.deploy.docker import DockerError
-from generator.deploy.lock import Claim, Holder, NodesBusy, acquire, busy_lines, holder_from, ordered, stale
+from generator.deploy.holder import Holder, holder_from, stale
+from generator.deploy.lock import Claim, NodesBusy, acquire, busy_lines, ordered
 from generator.deploy.names import LOCK_CONTAINER, LOCK_IMAGE
 from generator.deploy.targets import OnNode
 from generator.resolve.model import Node
@@ -202,12 +204,12 @@ def holder(**labels: str) -> Holder:
 
 def test_a_holder_is_stale_when_its_process_is_gone_or_it_outlived_its_bound(monkeypatch: pytest.MonkeyPatch):
     me = socket.gethostname()
-    here = {lock.HOST: me, lock.MACHINE: lock.machine_id()}  # what a lock taken on this machine says
+    here = {lock.HOST: me, lock.MACHINE: holders.machine_id()}  # what a lock taken on this machine says
     dead = subprocess.Popen(["true"])
     dead.wait()
     gone = holder(**here, **{lock.PID: str(dead.pid)})
     assert stale(gone) == f"its process {dead.pid} on {me} is gone"
-    alive = holder(**here, **{lock.PID: str(os.getpid()), lock.PID_START: lock._process_start(os.getpid())})
+    alive = holder(**here, **{lock.PID: str(os.getpid()), lock.PID_START: holders.process_start(os.getpid())})
     assert stale(alive) is None
     reused = holder(**here, **{lock.PID: str(os.getpid()), lock.PID_START: "1"})  # the pid is another's now
     assert stale(reused) == f"its process {os.getpid()} on {me} is gone"
@@ -218,18 +220,18 @@ def test_a_holder_is_stale_when_its_process_is_gone_or_it_outlived_its_bound(mon
         "held 10m 1s, longer than its own bound of 10m 0s"
     assert stale(holder(**{lock.HOST: "laptop"}), now=since + timedelta(days=3)) is None  # no bound: only --force
     # another machine that happens to share this host's name: its pid says nothing here either
-    monkeypatch.setattr(lock, "machine_id", lambda: "this-machine")
+    monkeypatch.setattr(holders, "machine_id", lambda: "this-machine")
     namesake = holder(**{lock.HOST: me, lock.PID: str(dead.pid), lock.MACHINE: "another-machine"})
     assert stale(namesake, now=since) is None
     assert stale(holder(**{lock.HOST: "renamed", lock.PID: str(dead.pid), lock.MACHINE: "this-machine"}), now=since)
     # a host-network container (the host's name, its own pids, no /etc/machine-id) judges no pid of the host's
-    monkeypatch.setattr(lock, "machine_id", lambda: "")
+    monkeypatch.setattr(holders, "machine_id", lambda: "")
     assert stale(holder(**{lock.HOST: me, lock.PID: str(dead.pid), lock.MACHINE: "the-host"}), now=since) is None
     # and a holder that wrote no machine id is not judged by pid from a machine that has one
-    monkeypatch.setattr(lock, "machine_id", lambda: "this-machine")
+    monkeypatch.setattr(holders, "machine_id", lambda: "this-machine")
     assert stale(holder(**{lock.HOST: me, lock.PID: str(dead.pid)}), now=since) is None
     # two machines without ids: the host name is all there is
-    monkeypatch.setattr(lock, "machine_id", lambda: "")
+    monkeypatch.setattr(holders, "machine_id", lambda: "")
     assert stale(holder(**{lock.HOST: me, lock.PID: str(dead.pid)}), now=since)
 
 

@@ -184,5 +184,3 @@ class _Live(LiveTable):
                           _fmt(test.ttft_ms, 0), _fmt(test.tps))
         return table
 
-
-COMMANDS = {"bench": bench}

@@ -185,5 +185,3 @@ def unlock(nodes: tuple[str, ...], cluster_path: Path | None, force: bool) -> No
     if failed:
         sys.exit(1)
 
-
-COMMANDS = {"unlock": unlock, "contexts": contexts, "swarm": swarm, "cluster": cluster_group, "doctor": doctor}

@@ -28,7 +28,31 @@ def _print(diagnostics: list[Diagnostic]) -> None:
 
 
 class _Group(click.Group):
-    """Turns every failure into one line per problem and an exit code: never a traceback."""
+    """Turns every failure into one line per problem and an exit code: never a traceback. Its commands come from
+    the table in generator.cli.commands, each imported when it runs; `--help` reads the table alone."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        from generator.cli.commands import COMMANDS
+
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        import importlib
+
+        from generator.cli.commands import COMMANDS
+
+        entry = COMMANDS.get(cmd_name)
+        if entry is None:
+            return None
+        command = getattr(importlib.import_module(entry.module), entry.attribute)
+        assert isinstance(command, click.Command)
+        return command
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        from generator.cli.commands import COMMANDS
+
+        with formatter.section("Commands"):
+            formatter.write_dl([(name, COMMANDS[name].summary) for name in self.list_commands(ctx)])
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -79,7 +103,7 @@ cluster_option = click.option("--cluster", "cluster_path", type=click.Path(path_
                               help="Cluster file (default: cluster.toml of the project).")
 
 
-@main.command()
+@click.command()
 @click.argument("recipes", nargs=-1)
 @cluster_option
 @click.option("--out", "out_dir", type=click.Path(path_type=Path), help="Output folder (default: out/).")
@@ -142,7 +166,7 @@ def _shown_in(out: Path, relative: str) -> str:
 _KIND = {"symlink": "a symlink where recipegen writes a file", "stray": "an empty folder a build does not make"}
 
 
-@main.command()
+@click.command()
 @click.argument("files", nargs=-1, type=click.Path(path_type=Path, readable=False))  # load says why
 @cluster_option
 @click.option("--strict", is_flag=True, help="Warnings fail too.")
@@ -160,7 +184,7 @@ def validate(files: tuple[Path, ...], cluster_path: Path | None, strict: bool) -
         click.echo("ok")
 
 
-@main.command()
+@click.command()
 @click.option("--out", "out_dir", type=click.Path(path_type=Path),
               help="Folder to write recipe.schema.json and cluster.schema.json into (default: the project's schema/).")
 def schema(out_dir: Path | None) -> None:
@@ -189,7 +213,7 @@ def compile_recipe(recipe: str, given: Inputs) -> tuple[RecipePlan, dict[str, st
     return compile_one(given.project.recipe_path(recipe), given.cluster, given.project.root, given.out)
 
 
-@main.command()
+@click.command()
 @click.argument("recipe")
 @cluster_option
 @click.option("--node", "node_name", help="Only this node.")
@@ -214,7 +238,7 @@ def explain(recipe: str, cluster_path: Path | None, node_name: str | None) -> No
     _print(warnings)
 
 
-@main.command()
+@click.command()
 @click.argument("recipes", nargs=-1)
 @cluster_option
 @click.option("--out", "out_dir", type=click.Path(path_type=Path), help="Output folder (default: out/).")

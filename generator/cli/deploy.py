@@ -302,5 +302,3 @@ def images(recipe: str, cluster_path: Path | None, out_dir: Path | None, lock_wa
         click.echo(f"{dep.project}: image not in place on {', '.join(failed)}", err=True)
         sys.exit(1)
 
-
-COMMANDS = {"up": up, "down": down, "ps": ps, "status": ps, "logs": logs, "images": images, "smoke": smoke}

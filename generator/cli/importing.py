@@ -60,5 +60,3 @@ def _named(source: Path, notes: tuple[NotCarried, ...]) -> None:
         click.echo(str(Diagnostic(display_path(source), note.line, None, note.key, note.message,
                                   Severity.WARNING, "not-carried")), err=True)
 
-
-COMMANDS = {"import": import_}

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
     from generator.deploy.targets import CompiledDeployment
     from generator.plan.types import RecipePlan
-    from generator.transfer.models import Peer
+    from generator.transfer.helpers import Peer
 
 
 class _View:
@@ -64,7 +64,7 @@ def models(recipe: str, cluster_path: Path | None, lock_wait: float) -> None:
     node it uses: copied node to node over the fabric addresses by helper containers of the recipe's image,
     resumable, a second run copies nothing; downloaded on one node first when no node has a model."""
     from generator.deploy.targets import OnNode
-    from generator.transfer.models import peers
+    from generator.transfer.helpers import peers
 
     given = inputs(cluster_path, None, (recipe,))
     plan, _, _ = compile_recipe(recipe, given)
@@ -107,7 +107,7 @@ def place_models(plan: RecipePlan, targets: list[Peer]) -> bool:
 def sync_before_up(dep: CompiledDeployment) -> None:
     """`up --sync`: the image, then the models, on every node first; exit 1 naming what failed."""
     from generator.deploy.images import sync_images
-    from generator.transfer.models import peers
+    from generator.transfer.helpers import peers
 
     bad = [r for r in sync_images(dep) if r.finding]
     for r in bad:
@@ -120,5 +120,3 @@ def sync_before_up(dep: CompiledDeployment) -> None:
         click.echo(f"{dep.project}: nothing was started", err=True)
         sys.exit(1)
 
-
-COMMANDS = {"models": models}

@@ -10,7 +10,8 @@ from typing import Callable, Iterator
 from generator.deploy.backends.base import NOT_STARTED, Backend, Outcome, RankState, Removal, container_logs
 from generator.deploy.docker import merged_lines, output_of
 from generator.deploy.findings import Finding, errors
-from generator.deploy.lock import Holder, locks
+from generator.deploy.holder import Holder
+from generator.deploy.lock import locks
 from generator.deploy.preflight import preflight
 from generator.deploy.probe import PROBE_TIMEOUT, ProbeResult, first_request
 from generator.deploy.readiness import DeployFailed, wait_until_serving

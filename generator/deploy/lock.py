@@ -9,7 +9,8 @@ nodes it took before it waits: nobody holds one node while waiting for another, 
 between cluster files that order the nodes differently. The wait is bounded (`--lock-wait`); the lock is let go
 on every way out (success, failure, Ctrl-C, SIGTERM, SIGHUP). A holder killed outright (SIGKILL, a lost laptop)
 leaves its lock: it is named as stale (its process on this host is gone, or it outlived the holder's own bound)
-with the command that breaks it (`recipegen unlock NODE`).
+with the command that breaks it (`recipegen unlock NODE`). Who holds a lock and whether they are gone:
+generator/deploy/holder.py.
 """
 
 from __future__ import annotations
@@ -28,13 +29,11 @@ from datetime import datetime, timezone
 from typing import Iterator, Sequence
 
 from generator.deploy.docker import DockerError, Failure, reason
+from generator.deploy.holder import (BOUND, COMMAND, HOST, INVOCATION, MACHINE, PID, PID_START, RECIPE, SINCE, Holder,
+                                     holder_from, machine_id, process_start, stale)
 from generator.deploy.names import LOCK_CONTAINER, LOCK_IMAGE, RECIPE_LABEL
 from generator.deploy.targets import OnNode, each
-from generator.plan.types import LABEL_PREFIX
 
-_L = f"{LABEL_PREFIX}.lock"
-RECIPE, COMMAND, HOST, MACHINE, PID, PID_START, SINCE, BOUND, INVOCATION = (
-    f"{_L}.{k}" for k in ("recipe", "command", "host", "machine", "pid", "pid-start", "since", "bound", "invocation"))
 POLL = 1.0  # seconds between looks while waiting for a busy node
 
 
@@ -53,35 +52,6 @@ class Claim:
     @staticmethod
     def of(recipe: str, command: str, bound: float | None = None) -> Claim:
         return Claim(recipe, command, bound, uuid.uuid4().hex, socket.gethostname(), os.getpid(), machine_id())
-
-
-@dataclass(frozen=True)
-class Holder:
-    """A lock found on a node: who holds it, and whether that holder is likely gone (`stale`: why, or None)."""
-
-    node: str
-    container_id: str
-    recipe: str
-    command: str
-    host: str
-    pid: int
-    since: datetime | None
-    bound: float | None
-    invocation: str
-    pid_start: str = ""  # the process's start time on its host: a pid reused by another process has another
-    machine: str = ""  # /etc/machine-id of its host: two machines may share a host name, not this
-    stale: str | None = None
-    running: int = 0  # containers of the holder's recipe running on the node
-
-    def age(self, now: datetime | None = None) -> float:
-        if self.since is None:
-            return 0.0
-        return max(0.0, ((now or datetime.now(timezone.utc)) - self.since).total_seconds())
-
-    def describe(self) -> str:
-        """'`recipegen up x` from host h (pid 12), since 18:40:01 UTC (3m 2s ago)'."""
-        when = f"since {self.since:%Y-%m-%d %H:%M:%S} UTC ({_span(self.age())} ago)" if self.since else "since ?"
-        return f"`{self.command}` from host {self.host} (pid {self.pid}), {when}"
 
 
 class NodesBusy(Exception):
@@ -178,7 +148,7 @@ def _take(node: OnNode, claim: Claim) -> str | Holder | Silent | None:
     not answer; None when this invocation holds it already."""
     labels = {RECIPE: claim.recipe, COMMAND: claim.command, HOST: claim.host, MACHINE: claim.machine,
               PID: str(claim.pid),
-              PID_START: _process_start(claim.pid), SINCE: datetime.now(timezone.utc).isoformat(timespec="seconds"),
+              PID_START: process_start(claim.pid), SINCE: datetime.now(timezone.utc).isoformat(timespec="seconds"),
               BOUND: "" if claim.bound is None else f"{claim.bound:.0f}", INVOCATION: claim.invocation}
     args = ["create", "--name", LOCK_CONTAINER, "--pull", "never", "--network", "none",
             *[a for k, v in labels.items() for a in ("--label", f"{k}={v}")], LOCK_IMAGE]
@@ -241,61 +211,6 @@ def read(node: OnNode) -> Holder | None:
     return replace(holder, stale=stale(holder), running=running)
 
 
-def holder_from(node: str, container_id: str, labels: dict[str, str]) -> Holder:
-    try:
-        since: datetime | None = datetime.fromisoformat(labels.get(SINCE, ""))
-    except ValueError:
-        since = None
-    bound = labels.get(BOUND, "")
-    pid = labels.get(PID, "0")
-    return Holder(node, container_id, labels.get(RECIPE, ""), labels.get(COMMAND, "?"), labels.get(HOST, "?"),
-                  int(pid) if pid.isdigit() else 0, since, float(bound) if bound.isdigit() else None,
-                  labels.get(INVOCATION, ""), labels.get(PID_START, ""), labels.get(MACHINE, ""))
-
-
-def machine_id() -> str:
-    try:
-        with open("/etc/machine-id", encoding="ascii", errors="replace") as found:
-            return found.read().strip()
-    except OSError:
-        return ""
-
-
-def stale(holder: Holder, now: datetime | None = None) -> str | None:
-    """Why the holder is gone, or None when it may still work. Certain on its own host (its process is gone, or
-    the pid is another process now); elsewhere, by age: it outlived the bound it wrote."""
-    here = machine_id()
-    # Pids are judged only on the holder's own machine. Where either side has a machine id, the ids decide: a
-    # host-network container shares its host's name but not its pids, and has no /etc/machine-id of its own.
-    same = holder.machine == here if holder.machine or here else holder.host == socket.gethostname()
-    if same and holder.pid:
-        if not _alive(holder.pid) or _process_start(holder.pid) not in (holder.pid_start, ""):
-            return f"its process {holder.pid} on {holder.host} is gone"
-    if holder.bound is not None and holder.age(now) > holder.bound:
-        return f"held {_span(holder.age(now))}, longer than its own bound of {_span(holder.bound)}"
-    return None
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _process_start(pid: int) -> str:
-    """The process's start time (clock ticks since boot, /proc/PID/stat field 22): a pid reused by another
-    process has another. "" where /proc does not say."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as stat:
-            return stat.read().rpartition(")")[2].split()[19]
-    except (OSError, IndexError):
-        return ""
-
-
 def _running(node: OnNode, recipe: str) -> int:
     try:
         rows = node.docker.containers(f"{RECIPE_LABEL}={recipe}", timeout=15)
@@ -329,13 +244,6 @@ def busy_lines(exc: NodesBusy, cluster_option: str = "") -> list[str]:
     return lines
 
 
-def _span(seconds: float) -> str:
-    seconds = int(seconds)
-    hours, rest = divmod(seconds, 3600)
-    minutes, secs = divmod(rest, 60)
-    return f"{hours}h {minutes}m" if hours else f"{minutes}m {secs}s" if minutes else f"{secs}s"
-
-
 @contextlib.contextmanager
 def _signals_interrupt() -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
@@ -358,5 +266,5 @@ def locks(nodes: Sequence[OnNode]) -> dict[str, Holder | None | Exception]:
     return each(list(nodes), read)
 
 
-__all__ = ["Claim", "Held", "Holder", "LOCK_CONTAINER", "NodesBusy", "acquire", "break_lock",
-           "busy_lines", "holding", "locks", "ordered", "read", "stale", "unlock_hint"]
+__all__ = ["Claim", "Held", "LOCK_CONTAINER", "NodesBusy", "acquire", "break_lock", "busy_lines", "holding", "locks",
+           "ordered", "read", "unlock_hint"]

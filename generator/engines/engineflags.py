@@ -6,11 +6,12 @@ Loaded on first use only: `validate` pays for it, `--help` and a clean `build --
 
 from __future__ import annotations
 
+import bisect
 import difflib
 import json
 import re
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
 from importlib import resources
 from typing import Any
 
@@ -154,6 +155,7 @@ def releases_with(engine: str, flag: str) -> list[str]:
     return [data["releases"][i] for i in indices]
 
 
+@lru_cache(maxsize=4096)  # recipes repeat the same flags, and `known_in_some_release` asks every release
 def lookup(release: Release, word: str) -> Lookup:
     """What `release`'s parser makes of the flag word `word` (its name part: `--max-num-seqs`, `-O3`)."""
     table, parser = _release_table(release.engine, release.version)
@@ -183,7 +185,7 @@ def lookup(release: Release, word: str) -> Lookup:
         return Lookup(None, f"{release.engine} does not accept '_' for '-' in flag names; did you mean "
                             f"'{dashed}'?")
     if parser["abbrev"] and name.startswith("--"):
-        longer = sorted(n for n in table if n.startswith(name))
+        longer = _starting_with(release.engine, release.version, name)
         if len(longer) == 1:
             return Lookup(table[longer[0]], f"did you mean '{longer[0]}'? (argparse takes the prefix as an "
                                             "abbreviation of it today; a release with another flag of that prefix "
@@ -192,6 +194,22 @@ def lookup(release: Release, word: str) -> Lookup:
             shown = ", ".join(f"'{n}'" for n in longer[:4]) + (" ..." if len(longer) > 4 else "")
             return Lookup(None, f"the engine refuses it as an ambiguous abbreviation of {shown}")
     return Lookup(None, unknown=(release, name))
+
+
+def _starting_with(engine: str, version: str, prefix: str) -> list[str]:
+    """The release's flag names that start with `prefix`, sorted: a range of the sorted names (bisect), not a
+    scan of every name for every unknown flag."""
+    names = _sorted_names(engine, version)
+    start = bisect.bisect_left(names, prefix)
+    end = start
+    while end < len(names) and names[end].startswith(prefix):
+        end += 1
+    return list(names[start:end])
+
+
+@cache
+def _sorted_names(engine: str, version: str) -> tuple[str, ...]:
+    return tuple(sorted(_release_table(engine, version)[0]))
 
 
 @cache

@@ -26,7 +26,7 @@ from generator.deploy.names import LOCK_IMAGE
 from generator.deploy.targets import OnNode, Target, each
 from generator.plan.types import LABEL_PREFIX
 from generator.transfer.images import fan_out
-from generator.transfer.models import Helpers, _follow, _last_line, _Proc
+from generator.transfer.helpers import Helpers, Proc, follow, last_line
 
 # Where the node's engine socket appears inside a helper.
 SOCKET_IN_HELPER = "/run/recipegen-engine.sock"
@@ -133,7 +133,7 @@ def probe(helpers: Helpers, helper: Helper) -> tuple[bool, str]:
         return False, f"{helper.image}: python3 did not answer within {PROBE_TIMEOUT:.0f}s"
     if done.returncode == 0:
         return True, ""
-    said = _last_line(done.stderr.decode(errors="replace") + done.stdout.decode(errors="replace"))
+    said = last_line(done.stderr.decode(errors="replace") + done.stdout.decode(errors="replace"))
     socket_fault = "the engine at" in said or "bind source path does not exist" in said or "mount" in said
     return False, ("socket: " if socket_fault else f"{helper.image}: ") + said
 
@@ -171,32 +171,32 @@ def leg_error(returncode: int, last: dict[str, object], stderr: str, upstream: s
     if last.get("done") and last.get("error"):
         return f"docker load: {last['error']}"
     if not listened:  # it failed on its own before any stream: the others' errors follow from its
-        return _last_line(stderr) or f"helper exited {returncode}"
+        return last_line(stderr) or f"helper exited {returncode}"
     if send_error:
         return f"the source could not send: {send_error}"
     if upstream:
         return f"the stream from {upstream} broke"
-    return _last_line(stderr) or f"helper exited {returncode}"
+    return last_line(stderr) or f"helper exited {returncode}"
 
 
 def chain(helpers: Helpers, source: Helper, targets: list[Helper], image: str, port: int) -> dict[str, Copied]:
     """Stream the image from source through every target in turn."""
-    procs: list[_Proc] = []
+    procs: list[Proc] = []
     threads = []
     for i, target in enumerate(targets):
         nxt = targets[i + 1].node.node.address if i + 1 < len(targets) else None
         args = ["image-recv", SOCKET_IN_HELPER, target.node.node.address, str(port),
                 *([nxt, str(port)] if nxt else [])]
-        proc = _Proc(target.node, subprocess.Popen(helper_command(helpers, target, "image-recv", *args),
+        proc = Proc(target.node, subprocess.Popen(helper_command(helpers, target, "image-recv", *args),
                                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                                    stdin=subprocess.DEVNULL))
         procs.append(proc)
-        threads.append(_follow(proc, lambda line: None))
-    sender = _Proc(source.node, subprocess.Popen(
+        threads.append(follow(proc, lambda line: None))
+    sender = Proc(source.node, subprocess.Popen(
         helper_command(helpers, source, "image-send", "image-send", SOCKET_IN_HELPER, image,
                        targets[0].node.node.address, str(port)),
         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE))
-    threads.append(_follow(sender, lambda line: None))
+    threads.append(follow(sender, lambda line: None))
     sender.popen.wait()
     if sender.popen.returncode != 0:
         time.sleep(1)  # a source that cannot send leaves the receivers waiting for a stream that will not come
@@ -205,7 +205,7 @@ def chain(helpers: Helpers, source: Helper, targets: list[Helper], image: str, p
         proc.popen.wait()
     for thread in threads:
         thread.join(timeout=10)
-    send_error = _last_line(sender.stderr) if sender.popen.returncode != 0 else None
+    send_error = last_line(sender.stderr) if sender.popen.returncode != 0 else None
     results: dict[str, Copied] = {}
     upstream: str | None = None
     how = f"copied from {source.node.name} node to node"

@@ -12,37 +12,21 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import threading
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Callable, Protocol
 
 from generator.deploy.docker import DockerError, reason
-from generator.deploy.targets import OnNode, each
+from generator.deploy.targets import each
 from generator.engines.ranks import flag_value
-from generator.plan.types import LABEL_PREFIX, NodePlan
-from generator.resolve.model import HF_CACHE_IN_CONTAINER
 from generator.resolve.modelid import read_model
 from generator.transfer import hf
+from generator.transfer.helpers import ROOT, Helpers, Peer, Proc, follow, hf_cache, last_line
 
-AGENT = (Path(__file__).parent / "agent.py").read_text("utf-8")
-ROOT = HF_CACHE_IN_CONTAINER
 DOWNLOAD_TIMEOUT = 24 * 3600.0
 # `hf` is the current Hugging Face CLI, `huggingface-cli` the older name; images have one or the other.
 _DOWNLOAD = ('if command -v hf >/dev/null 2>&1; then set -- hf "$@"; else set -- huggingface-cli "$@"; fi; '
              'exec "$@"')
-
-
-@dataclass(frozen=True)
-class Peer(OnNode):
-    """A node the recipe uses, with its plan: the image its helpers run, its cache, its fabric address."""
-
-    plan: NodePlan
-
-
-def peers(nodes: tuple[NodePlan, ...]) -> list[Peer]:
-    return [Peer(n.node, n) for n in nodes]
 
 
 @dataclass
@@ -82,65 +66,6 @@ def revision(recipe: Any) -> str | None:
     return flag_value(recipe, "--revision")
 
 
-def hf_cache(target: Peer) -> str:
-    for volume in target.plan.volumes:
-        if volume.target == HF_CACHE_IN_CONTAINER:
-            return volume.source
-    raise LookupError(f"{target.name}: the plan mounts no Hugging Face cache")
-
-
-class Helpers:
-    """The helper containers of one run, by node, so that any failure or Ctrl-C removes every one of them."""
-
-    def __init__(self) -> None:
-        self.run_id = f"{os.getpid()}-{int(time.time())}"
-        self.started: list[tuple[OnNode, str]] = []
-        self.lock = threading.Lock()
-
-    def command(self, target: Peer, role: str, *args: str, stdin: bool = False, env: tuple[str, ...] = (),
-                entrypoint: str = "python3") -> list[str]:
-        return self.container(target, role, target.plan.image, ("-v", f"{hf_cache(target)}:{ROOT}"), *args,
-                              stdin=stdin, env=env, entrypoint=entrypoint)
-
-    def container(self, node: OnNode, role: str, image: str, options: tuple[str, ...], *args: str,
-                  stdin: bool = False, env: tuple[str, ...] = (), entrypoint: str = "python3") -> list[str]:
-        """`docker run` of one helper of `image` on `node` with extra `options` (mounts); the agent's code is its
-        argument when the entrypoint is python3. Every one is recorded for remove_all."""
-        name = f"recipegen-{role}-{node.name}-{self.run_id}"
-        with self.lock:
-            self.started.append((node, name))
-        env_flags = [w for n in env for w in ("-e", n)]  # by name: docker takes the value from our environment
-        return node.docker.command(
-            # --pull never: a node without the image says so at once (`recipegen images`), it does not start
-            # pulling tens of GB for a helper
-            "run", "--rm", "--pull", "never", *(["-i"] if stdin else []), "--name", name, "--label", f"{LABEL_PREFIX}.transfer=1",
-            "--network", "host", *options, *env_flags, "--entrypoint", entrypoint,
-            image, *(("-c", AGENT) if entrypoint == "python3" else ()), *args)
-
-    def __enter__(self) -> Helpers:
-        return self
-
-    def __exit__(self, kind: type[BaseException] | None, *_: object) -> None:
-        """Any exception (Ctrl-C too) removes every helper container on every node before it goes on up."""
-        if kind is not None:
-            self.remove_all()
-
-    def remove_all(self) -> None:
-        with self.lock:
-            started = list(self.started)
-
-        def remove(item: tuple[OnNode, str]) -> None:
-            try:
-                item[0].docker.run("rm", "-f", item[1], timeout=30)
-            except DockerError:
-                pass  # --rm already took it, or the node is gone: nothing more to do from here
-        threads = [threading.Thread(target=remove, args=(item,)) for item in started]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-
-
 def scan(helpers: Helpers, target: Peer, repos: list[str]) -> Scan:
     cmd = helpers.command(target, "scan", "scan", ROOT, *repos)
     done = subprocess.run(cmd, capture_output=True, timeout=300)
@@ -164,35 +89,6 @@ def download(helpers: Helpers, target: Peer, model: str, rev: str | None) -> Non
                           done.stderr.decode(errors="replace"))
 
 
-@dataclass
-class _Proc:
-    target: OnNode
-    popen: subprocess.Popen[bytes]
-    last: dict[str, Any] = field(default_factory=dict)
-    stderr: str = ""
-    listened: bool = False  # a receiver that never listened failed on its own, whatever failed after it
-
-
-def _follow(proc: _Proc, on_line: Callable[[dict[str, Any]], None]) -> threading.Thread:
-    def read() -> None:
-        assert proc.popen.stdout is not None and proc.popen.stderr is not None
-        err = proc.popen.stderr
-        collect = threading.Thread(target=lambda: setattr(proc, "stderr", err.read().decode(errors="replace")))
-        collect.start()
-        for raw in proc.popen.stdout:
-            try:
-                line = json.loads(raw)
-            except ValueError:
-                continue
-            proc.last = line
-            proc.listened = proc.listened or bool(line.get("listening"))
-            on_line(line)
-        collect.join()
-    thread = threading.Thread(target=read, daemon=True)
-    thread.start()
-    return thread
-
-
 def _advancer(reporter: Reporter, node: str) -> Callable[[dict[str, Any]], None]:
     return lambda line: reporter.advance(node, int(line.get("got", 0)))
 
@@ -201,19 +97,19 @@ def chain(helpers: Helpers, source: Peer, targets: list[Peer], plan: list[dict[s
           reporter: Reporter) -> dict[str, tuple[str | None, float]]:
     """Stream `plan` from source through every target in turn: each target's error (None: whole) and the
     seconds its stream took (from its first byte to the last file in place; container starts not counted)."""
-    procs: list[_Proc] = []
+    procs: list[Proc] = []
     threads = []
     for i, target in enumerate(targets):
         nxt = targets[i + 1].node if i + 1 < len(targets) else None
         args = ["recv", ROOT, target.node.address, str(port), *([nxt.address, str(port)] if nxt else [])]
-        proc = _Proc(target, subprocess.Popen(helpers.command(target, "recv", *args), stdout=subprocess.PIPE,
+        proc = Proc(target, subprocess.Popen(helpers.command(target, "recv", *args), stdout=subprocess.PIPE,
                                               stderr=subprocess.PIPE, stdin=subprocess.DEVNULL))
         procs.append(proc)
-        threads.append(_follow(proc, _advancer(reporter, target.name)))
-    sender = _Proc(source, subprocess.Popen(
+        threads.append(follow(proc, _advancer(reporter, target.name)))
+    sender = Proc(source, subprocess.Popen(
         helpers.command(source, "send", "send", targets[0].node.address, str(port), stdin=True),
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE))
-    threads.append(_follow(sender, lambda line: None))
+    threads.append(follow(sender, lambda line: None))
     assert sender.popen.stdin is not None
     sender.popen.stdin.write(json.dumps({"root": ROOT, "entries": plan}).encode())
     sender.popen.stdin.close()
@@ -229,28 +125,23 @@ def chain(helpers: Helpers, source: Peer, targets: list[Peer], plan: list[dict[s
     results: dict[str, str | None] = {}
     seconds = {p.target.name: float(p.last.get("seconds", 0.0)) for p in procs}
     upstream_failed: str | None = None
-    send_error = _last_line(sender.stderr) if sender.popen.returncode != 0 else None
+    send_error = last_line(sender.stderr) if sender.popen.returncode != 0 else None
     for proc in procs:
         last = proc.last
         if proc.popen.returncode == 0 and last.get("done"):
             results[proc.target.name] = None
         elif not proc.listened:
-            results[proc.target.name] = _last_line(proc.stderr) or f"exit {proc.popen.returncode}"
+            results[proc.target.name] = last_line(proc.stderr) or f"exit {proc.popen.returncode}"
         elif last.get("errors"):
             results[proc.target.name] = "; ".join(last["errors"])
         elif upstream_failed or send_error:
             results[proc.target.name] = (f"the stream from {upstream_failed} broke" if upstream_failed
                                          else f"the source {source.name} could not send: {send_error}")
         else:
-            results[proc.target.name] = _last_line(proc.stderr) or f"exit {proc.popen.returncode}"
+            results[proc.target.name] = last_line(proc.stderr) or f"exit {proc.popen.returncode}"
         if results[proc.target.name] is not None or last.get("forward_error"):
             upstream_failed = upstream_failed or proc.target.name
     return {name: (error, seconds[name]) for name, error in results.items()}
-
-
-def _last_line(text: str) -> str:
-    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
-    return lines[-1] if lines else ""
 
 
 def sync_models(targets: list[Peer], reporter: Reporter, rev: str | None, port: int) -> list[NodeResult]:
