@@ -116,7 +116,7 @@ def candidates() -> dict[str, Callable[[str], Any] | str]:
 
 
 def correctness(parse: Callable[[str], Any]) -> list[str]:
-    from generator.render.render import key, yaml_scalar
+    from generator.render.templates import key, yaml_scalar
 
     failures = []
     for value in TRICKY:

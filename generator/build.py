@@ -11,7 +11,7 @@ from generator.check.rules import lint_cluster, lint_recipe
 from generator.diagnostics import Diagnostic, RecipegenError
 from generator.plan.nodes import plan_recipe
 from generator.plan.types import RecipePlan
-from generator.render.render import render_node, render_stack
+from generator.render.templates import render_node, render_stack
 from generator.render.sizes import launcher_sizes
 from generator.resolve.load import load_cluster, load_recipe
 from generator.resolve.model import Cluster

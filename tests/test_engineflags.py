@@ -12,8 +12,8 @@ from textwrap import dedent
 
 import pytest
 
-from generator.engines import engineflags
-from generator.engines.engineflags import FlagSpec, Release, lookup, release_for_image, value_problem
+from generator.engines import flags as engineflags
+from generator.engines.flags import FlagSpec, Release, lookup, release_for_image, value_problem
 
 ROOT = Path(__file__).resolve().parent.parent
 _spec = importlib.util.spec_from_file_location("extract_engine_flags", ROOT / "tools" / "extract_engine_flags.py")
@@ -467,7 +467,7 @@ def test_choices_are_not_judged_when_the_release_is_a_guess():
 def test_only_linting_loads_the_flag_data():
     """The lint rules (generator/check/flags.py) import engineflags (and read the JSON) inside the rules, not at
     import time."""
-    code = "import sys, generator.cli, generator.check.rules; print('generator.engines.engineflags' in sys.modules)"
+    code = "import sys, generator.cli, generator.check.rules; print('generator.engines.flags' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
     assert out.stdout.strip() == "False"
 

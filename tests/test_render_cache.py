@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-import generator.render.render as render
+import generator.render.templates as render
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from generator.render.render import key, yaml_scalar
+from generator.render.templates import key, yaml_scalar
 from generator.write.verify import read_yaml
 
 DATE_LIKE = ["2024-05-01", "12:30:00", "2024-05-01T00:00:00Z", "2024-05-01 10:00:00.5+02:00", "1:30", "190:20:30",

@@ -15,7 +15,7 @@ from generator.resolve.argwords import json_problem
 from generator.resolve.model import Cluster, FlagGroup, Recipe
 
 if TYPE_CHECKING:
-    from generator.engines.engineflags import FlagSpec, Lookup, Release
+    from generator.engines.flags import FlagSpec, Lookup, Release
 
 # The entrypoints whose flags are the engine's server flags; any other entrypoint (a wrapper script) is not checked.
 ENGINE_SERVERS = {"vllm": ("vllm serve", "vllm.entrypoints.openai.api_server"),
@@ -28,7 +28,7 @@ JSON_STRINGS = {"sglang": ("--json-model-override-args",)}
 
 def engine_flag_groups(recipe: Recipe) -> tuple[Release | None, list[tuple[FlagGroup, Lookup]]]:
     """(release, [(group, lookup)]) for the recipe's non-owned flags, or (None, []) when there is nothing to check."""
-    from generator.engines import engineflags
+    from generator.engines import flags as engineflags
 
     command = " ".join(recipe.entrypoint)
     if not any(server in command for server in ENGINE_SERVERS.get(recipe.engine, ())):
@@ -44,7 +44,7 @@ def takes_json(recipe: Recipe, group: FlagGroup) -> bool:
     """The flag's value is JSON to the engine: the data says so (`json`, or `json_or_str` and the value is `{...}`)
     for the image's release or, where that release does not know the flag (or the entrypoint is a wrapper), for
     the newest release that does."""
-    from generator.engines import engineflags
+    from generator.engines import flags as engineflags
 
     if group.flag in JSON_STRINGS.get(recipe.engine, ()):
         return True
@@ -95,7 +95,7 @@ def arity_problem(spec: FlagSpec, group: FlagGroup, following: FlagGroup | None)
 
 @rule("flag-arity", ERROR, "an engine flag given no value (the next word is a flag), or a stray extra word")
 def _flag_arity(recipe: Recipe, cluster: Cluster | None) -> Findings:
-    from generator.engines import engineflags
+    from generator.engines import flags as engineflags
 
     release, checked = engine_flag_groups(recipe)
     if release is None:
@@ -138,7 +138,7 @@ def _json_quoting_hint(group: FlagGroup) -> str:
 
 @rule("unknown-flag", WARNING, "a flag the engine release the image runs does not accept (did-you-mean)")
 def _unknown_flag(recipe: Recipe, cluster: Cluster | None) -> Findings:
-    from generator.engines import engineflags
+    from generator.engines import flags as engineflags
 
     release, checked = engine_flag_groups(recipe)
     if release is None:
@@ -155,7 +155,7 @@ def _unknown_flag(recipe: Recipe, cluster: Cluster | None) -> Findings:
 
 @rule("flag-value", ERROR, "a flag value the engine cannot parse (a number, a choice, a switch given a value)")
 def _flag_value(recipe: Recipe, cluster: Cluster | None) -> Findings:
-    from generator.engines import engineflags
+    from generator.engines import flags as engineflags
 
     release, checked = engine_flag_groups(recipe)
     if release is None:
@@ -172,7 +172,7 @@ def _flag_value(recipe: Recipe, cluster: Cluster | None) -> Findings:
 def _engine_release(recipe: Recipe, cluster: Cluster | None) -> Findings:
     """The compiler's own words must be ones the engine accepts: vLLM's multi-node `mp` wiring (--nnodes,
     --node-rank, --master-addr, --master-port) exists only in newer releases."""
-    from generator.engines import engineflags
+    from generator.engines import flags as engineflags
 
     if recipe.engine != "vllm" or recipe.distributed_backend != "mp" or recipe.required_nodes < 2:
         return

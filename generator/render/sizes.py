@@ -10,7 +10,7 @@ def launcher_sizes(recipe: Recipe, cluster: Cluster) -> list[tuple[str, int]]:
     """(node name, bytes) of each node's stack launcher, rendered as `build` renders it."""
     # Imported on use: `validate` pays for planning and Jinja only for a recipe whose launcher could be too large.
     from generator.plan.nodes import plan_recipe
-    from generator.render.render import render_launcher
+    from generator.render.templates import render_launcher
 
     plan = plan_recipe(recipe, cluster, recipe.path.parent, recipe.path.parent / "out")  # paths: not in launchers
     sizes = []

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from generator.cluster.probe.facts import NodeFacts
 from generator.cluster.probe.proposal import Proposal
 from generator.read import tomltext
-from generator.render.render import Raw, comment, make_environment
+from generator.render.templates import Raw, comment, make_environment
 from generator.resolve.model import Ulimits
 
 if TYPE_CHECKING:
