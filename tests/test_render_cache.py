@@ -3,10 +3,12 @@ setting the compiled code depends on match, compiled afresh otherwise, and never
 
 from __future__ import annotations
 
+import marshal
 import tempfile
 from pathlib import Path
 
 import pytest
+from jinja2.bccache import bc_magic
 
 import generator.render.templates as render
 
@@ -56,12 +58,31 @@ def test_other_settings_never_load_the_same_entry(cache_dir: Path):
     assert yaml_env.bytecode_cache.get_cache_key("x.j2") != shell_env.bytecode_cache.get_cache_key("x.j2")
 
 
-@pytest.mark.parametrize("damage", [b"", b"j2\x00garbage", b"\x00" * 64])
-def test_a_damaged_entry_is_compiled_afresh(cache_dir: Path, damage: bytes):
+def _valid_header() -> bytes:
+    """Jinja's magic and the pickled checksum of _ulimits.j2's source: what an entry starts with when only its
+    body is damaged."""
+    import pickle
+
+    source = render._template_source("_ulimits.j2")[0]
+    return bc_magic + pickle.dumps(render._environment().bytecode_cache.get_source_checksum(source), 2)
+
+
+@pytest.mark.parametrize("damage", [
+    pytest.param(lambda: b"", id="empty"),
+    pytest.param(lambda: b"j2\x00garbage", id="no-magic"),
+    pytest.param(lambda: b"\x00" * 64, id="zeros"),
+    pytest.param(lambda: bc_magic + b"junk", id="magic-then-junk"),  # pickle: UnpicklingError
+    pytest.param(lambda: bc_magic + b"\x80\x04junk", id="magic-then-bad-pickle"),
+    pytest.param(lambda: _valid_header(), id="no-code"),  # marshal: EOFError
+    pytest.param(lambda: _valid_header() + b"\xff\x00", id="bad-marshal"),
+    pytest.param(lambda: _valid_header() + marshal.dumps(42), id="not-code"),  # would fail in exec()
+])
+def test_a_damaged_entry_is_compiled_afresh(cache_dir: Path, damage):
     first = _fresh_render()
     (entry,) = _cached(cache_dir)
-    entry.write_bytes(damage)
+    entry.write_bytes(damage())
     assert _fresh_render() == first
+    assert entry.read_bytes().startswith(_valid_header())  # written again, whole
 
 
 def test_a_cache_folder_someone_else_owns_is_not_used(cache_dir: Path):

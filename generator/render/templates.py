@@ -12,7 +12,9 @@ import hashlib
 import json
 import posixpath
 import re
+import types
 from functools import cache, lru_cache
+from pathlib import Path
 from typing import Any, Callable, Iterable
 
 import jinja2
@@ -147,10 +149,10 @@ def make_environment(finalize: Callable[[object], str], filters: dict[str, Calla
 
 class _CompiledTemplates(jinja2.FileSystemBytecodeCache):
     """Jinja's own cache of compiled templates, in its per-user folder of the temp dir (made 0700, owner checked):
-    compiling ours costs ~45 ms per process, loading them ~3 ms. Jinja keys a template by its name and checks its
+    compiling ours costs ~40 ms per process, loading them ~2 ms. Jinja keys a template by its name and checks its
     source's checksum; the key here also holds what the compiled code depends on besides the source (the
-    environment's settings, its filters, Jinja's version), so a changed setting never runs stale code. A cache
-    that cannot be read or written is skipped."""
+    environment's settings, its filters, Jinja's version, this module's own text), so a changed setting never
+    runs stale code. A cache that cannot be read or written is skipped."""
 
     def __init__(self, fingerprint: str):
         super().__init__(pattern="recipegen-%s.cache")
@@ -162,8 +164,10 @@ class _CompiledTemplates(jinja2.FileSystemBytecodeCache):
     def load_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
         try:
             super().load_bytecode(bucket)
-        except (OSError, EOFError, ValueError, TypeError):  # unreadable or truncated: compiled afresh
+        except Exception:  # unreadable, truncated, a damaged checksum (pickle raises many kinds): compiled afresh
             bucket.reset()
+        if bucket.code is not None and not isinstance(bucket.code, types.CodeType):
+            bucket.reset()  # marshal read something other than code: Jinja would fail running it
 
     def dump_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
         try:
@@ -172,9 +176,26 @@ class _CompiledTemplates(jinja2.FileSystemBytecodeCache):
             pass
 
 
+def _module_digest() -> str:
+    """This module's own text: how `finalize` and the filters are marked (pass_context ...) shapes the compiled
+    code, and an edit here may change that under the same names."""
+    try:
+        return hashlib.sha256(Path(__file__).read_bytes()).hexdigest()
+    except OSError:  # e.g. run from a zip: the installed version stands in
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            return version("recipegen")
+        except PackageNotFoundError:
+            return ""
+
+
+_MODULE_DIGEST = _module_digest()
+
+
 def _bytecode_cache(env: jinja2.Environment) -> jinja2.BytecodeCache | None:
-    settings = (jinja2.__version__, env.autoescape, getattr(env.finalize, "__qualname__", None), env.trim_blocks,
-                env.lstrip_blocks, env.keep_trailing_newline, env.newline_sequence, env.optimized,
+    settings = (_MODULE_DIGEST, jinja2.__version__, env.autoescape, getattr(env.finalize, "__qualname__", None),
+                env.trim_blocks, env.lstrip_blocks, env.keep_trailing_newline, env.newline_sequence, env.optimized,
                 sorted(env.filters), sorted(env.tests))
     try:
         return _CompiledTemplates(repr(settings))
