@@ -150,7 +150,7 @@ def services(out: Path, recipe_id: str, nodes: list[str]) -> list[tuple[str, dic
 
 def test_cases_are_there():
     assert {"vllm-mp-2node", "vllm-mp-3node", "vllm-ray-2node", "sglang-2node", "sglang-3node", "one-node",
-            "real-recipe-2spark", "cdi-no-rdma", "mounts-users", "build-context"} <= set(CASES)
+            "real-recipe-2spark", "cdi-no-rdma", "mounts-users", "build-context", "daemon-logging"} <= set(CASES)
 
 
 @pytest.mark.parametrize("case", CASES)
