@@ -1,7 +1,9 @@
 """No import circles in generator/: the modules form layers (the compiler's stages read -> resolve -> engines ->
 check -> plan -> render -> write; docker -> backends -> actions -> cli). Every import counts, at the top of a
-module or inside a function: a circle through a lazy import is still two modules that each need the other. The
-compiler's stages import only down the flow, and the top of generator/ holds only the entry points."""
+module or inside a function: a circle through a lazy import is still two modules that each need the other. (The
+one import it cannot see is the CLI's: cli/compile.py loads each command's module by the name cli/commands.py
+gives, through importlib; those modules are the top layer, which nothing below imports.) The compiler's stages
+import only down the flow, and the top of generator/ holds only the entry points."""
 
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-# Re-exported: the data objects' vocabulary (`from generator.resolve.model import Origin` keeps working).
+# Re-exported: every stage after resolve takes Origin and its two constants from here, with the types they mark.
 from generator.read.origin import COMPILER as COMPILER, DEFAULT as DEFAULT, Origin as Origin
 from generator.read.tomldoc import TomlDocument
 from generator.resolve.benchtable import BenchTable
