@@ -42,7 +42,7 @@ def test_help_lists_the_table_and_imports_no_command_module():
             " or m in ('jinja2', 'rich', 'ryaml')))")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     imported = eval(result.stdout.strip().splitlines()[-1])
-    assert imported == ["generator.cli.commands", "generator.cli.compile"]
+    assert imported == ["generator.cli.commands", "generator.cli.compile", "generator.cli.group"]
     for name, entry in COMMANDS.items():
         assert f"  {name}" in result.stdout and entry.summary in result.stdout
 

@@ -1,20 +1,18 @@
-"""The `recipegen` command line. Commands import what they use inside their bodies, so `--help` and
-`validate` never pay for the deploy modules, rich or Jinja.
-
-Exit codes: 0 success; 1 invalid input, failed check or failed deploy; 2 usage error.
+"""The compile commands (build, validate, schema, explain, diff) and what every command starts from: its inputs
+(project, cluster, out/) and the `--cluster` option. Commands import what they use inside their bodies, so
+`--help` and `validate` never pay for the deploy modules, rich or Jinja.
 """
 
 from __future__ import annotations
 
-import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import click
 
-from generator.diagnostics import Diagnostic, ExternalError, RecipegenError
+from generator.diagnostics import Diagnostic, RecipegenError
 
 if TYPE_CHECKING:
     from generator.plan.types import RecipePlan
@@ -22,62 +20,9 @@ if TYPE_CHECKING:
     from generator.resolve.project import Project
 
 
-def _print(diagnostics: list[Diagnostic]) -> None:
+def print_diagnostics(diagnostics: list[Diagnostic]) -> None:
     for d in diagnostics:
         click.echo(str(d), err=True)
-
-
-class _Group(click.Group):
-    """Turns every failure into one line per problem and an exit code: never a traceback. Its commands come from
-    the table in generator.cli.commands, each imported when it runs; `--help` reads the table alone."""
-
-    def list_commands(self, ctx: click.Context) -> list[str]:
-        from generator.cli.commands import COMMANDS
-
-        return sorted(COMMANDS)
-
-    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        import importlib
-
-        from generator.cli.commands import COMMANDS
-
-        entry = COMMANDS.get(cmd_name)
-        if entry is None:
-            return None
-        command = getattr(importlib.import_module(entry.module), entry.attribute)
-        assert isinstance(command, click.Command)
-        return command
-
-    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        from generator.cli.commands import COMMANDS
-
-        with formatter.section("Commands"):
-            formatter.write_dl([(name, COMMANDS[name].summary) for name in self.list_commands(ctx)])
-
-    def invoke(self, ctx: click.Context) -> Any:
-        try:
-            return super().invoke(ctx)
-        except RecipegenError as exc:
-            _print(exc.diagnostics)
-            ctx.exit(1)
-        except BrokenPipeError:  # `recipegen explain ... | head`: the reader left, nothing to say
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-            ctx.exit(1)
-        except OSError as exc:  # the filesystem said no: one line, exit 1
-            click.echo(f"{exc.filename or 'recipegen'}: error: {exc.strerror or exc}", err=True)
-            ctx.exit(1)
-        except ExternalError as exc:  # the docker CLI failed where no command handled it
-            click.echo(f"error: {exc}", err=True)
-            ctx.exit(1)
-        except KeyboardInterrupt:
-            click.echo("interrupted", err=True)
-            ctx.exit(130)
-
-
-@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(package_name="recipegen")
-def main() -> None:
-    """Compile LLM-serving recipes into Docker Compose / Swarm stacks for DGX Spark clusters, and deploy them."""
 
 
 @dataclass(frozen=True)
@@ -125,27 +70,27 @@ def build(recipes: tuple[str, ...], cluster_path: Path | None, out_dir: Path | N
     if not paths:
         raise RecipegenError(Diagnostic(str(project.recipes_dir), None, None, None, "no recipes to build"))
     project.check_out_dir(out)
-    _print(given.cluster_warnings)
+    print_diagnostics(given.cluster_warnings)
     if not recipes:
-        _print(project.skipped_recipes())
+        print_diagnostics(project.skipped_recipes())
     if strict and given.cluster_warnings:
         sys.exit(1)
     prune = not recipes
     if not check:
-        _print(recover(out))  # a build killed mid-swap: finish it first, and say so
+        print_diagnostics(recover(out))  # a build killed mid-swap: finish it first, and say so
         with Stager(out, force) as stager:  # stages recipes as they compile; nothing lands unless all of them do
             result = compile_recipes(paths, cluster, project.root, out, strict, on_result=stager.offer)
             diffs = stager.commit(result.recipe_ids, prune)
-        _print(result.warnings)
+        print_diagnostics(result.warnings)
         for d in diffs:
             if d.kind in ("symlink", "stray"):
                 click.echo(f"{_shown_in(out, d.path)}: replaced ({_KIND[d.kind]})", err=True)
         click.echo(f"{out}: {len(result.files)} files for {len(result.recipe_ids)} recipe(s), {len(diffs)} changed")
         return
     result = compile_recipes(paths, cluster, project.root, out, strict)
-    _print(result.warnings)
+    print_diagnostics(result.warnings)
     interrupted = leftover_problems(out)
-    _print(interrupted)
+    print_diagnostics(interrupted)
     diffs = differences(out, result.files, result.recipe_ids, prune)
     for d in diffs[:20]:
         click.echo(f"{_shown_in(out, d.path)}: {_KIND.get(d.kind, d.kind)}", err=True)
@@ -176,7 +121,7 @@ def validate(files: tuple[Path, ...], cluster_path: Path | None, strict: bool) -
     from generator.validate import validate_paths
 
     findings = validate_paths(list(files), cluster_path)
-    _print(findings)
+    print_diagnostics(findings)
     failed = [f for f in findings if f.is_error or strict]
     if failed:
         sys.exit(1)
@@ -235,7 +180,7 @@ def explain(recipe: str, cluster_path: Path | None, node_name: str | None) -> No
             said = "; ".join(str(part) for part in (line.origin, line.note) if part)
             click.echo(f"  {line.text.ljust(width)}  # {said}" if said else f"  {line.text}")
         click.echo()
-    _print(warnings)
+    print_diagnostics(warnings)
 
 
 @click.command()
