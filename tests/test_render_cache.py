@@ -3,10 +3,14 @@ setting the compiled code depends on match, compiled afresh otherwise, and never
 
 from __future__ import annotations
 
+import importlib
 import marshal
+import sys
 import tempfile
+import types
 from pathlib import Path
 
+import jinja2
 import pytest
 from jinja2.bccache import bc_magic
 
@@ -96,3 +100,33 @@ def test_a_cache_folder_someone_else_owns_is_not_used(cache_dir: Path):
     assert render._environment().bytecode_cache is None
     assert "memlock" in _fresh_render()
     assert not list(folder.iterdir())
+
+
+def _render_with(filters: dict, source: str) -> tuple[str, object]:
+    env = render.make_environment(str, filters)
+    env.loader = jinja2.DictLoader({"t.j2": source})
+    return env.get_template("t.j2").render(), env.bytecode_cache
+
+
+def test_an_edited_filter_is_never_run_from_the_cache(cache_dir: Path, tmp_path: Path, monkeypatch, request):
+    # Jinja runs a filter on a constant while compiling: `{{ "a" | shout }}` compiles to "A". The key holds the
+    # text of the module defining each filter, so an edit to it cannot leave the old result baked in.
+    module = tmp_path / "made_up_filters.py"
+    module.write_text("def shout(value):\n    return value.upper()\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)
+    request.addfinalizer(lambda: sys.modules.pop("made_up_filters", None))
+    made_up_filters = importlib.import_module("made_up_filters")
+    first, cache = _render_with({"shout": made_up_filters.shout}, '{{ "a" | shout }}')
+    assert first == "A" and isinstance(cache, render._CompiledTemplates) and _cached(cache_dir)
+    module.write_text("def shout(value):\n    return value + '!'\n")
+    importlib.reload(made_up_filters)
+    assert _render_with({"shout": made_up_filters.shout}, '{{ "a" | shout }}')[0] == "a!"
+
+
+def test_a_filter_whose_module_cannot_be_read_turns_the_cache_off(cache_dir: Path, monkeypatch):
+    made_up = types.ModuleType("made_up_without_file")  # as from a zip or built at run time: no text to key by
+    exec("def shout(value):\n    return value.upper()\n", made_up.__dict__)
+    monkeypatch.setitem(sys.modules, "made_up_without_file", made_up)
+    rendered, cache = _render_with({"shout": made_up.shout}, '{{ "a" | shout }}')
+    assert rendered == "A" and cache is None and not _cached(cache_dir)

@@ -10,14 +10,19 @@ from __future__ import annotations
 
 import hashlib
 import json
+import marshal
+import os
+import pickle
 import posixpath
 import re
+import sys
 import types
 from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
 import jinja2
+from jinja2.bccache import bc_magic
 
 from generator.diagnostics import Diagnostic, RecipegenError
 from generator.plan.types import (GPU_RESOURCE_KIND, HEALTH_INTERVAL, HEALTH_RETRIES, HEALTH_TIMEOUT, LAUNCHER_PATH,
@@ -150,9 +155,9 @@ def make_environment(finalize: Callable[[object], str], filters: dict[str, Calla
 class _CompiledTemplates(jinja2.FileSystemBytecodeCache):
     """Jinja's own cache of compiled templates, in its per-user folder of the temp dir (made 0700, owner checked):
     compiling ours costs ~40 ms per process, loading them ~2 ms. Jinja keys a template by its name and checks its
-    source's checksum; the key here also holds what the compiled code depends on besides the source (the
-    environment's settings, its filters, Jinja's version, this module's own text), so a changed setting never
-    runs stale code. A cache that cannot be read or written is skipped."""
+    source's checksum; the key here also holds everything else the compiled code depends on (`_fingerprint`),
+    so a changed setting or filter never runs stale code. An entry is read as bytes and compared, never
+    unpickled; one that is damaged is compiled afresh, and a cache that cannot be read or written is skipped."""
 
     def __init__(self, fingerprint: str):
         super().__init__(pattern="recipegen-%s.cache")
@@ -162,12 +167,21 @@ class _CompiledTemplates(jinja2.FileSystemBytecodeCache):
         return hashlib.sha256(f"{self.fingerprint}|{name}".encode()).hexdigest()
 
     def load_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
+        # What Jinja's Bucket.write_bytecode wrote: its magic, the source's checksum pickled (protocol 2), the code.
         try:
-            super().load_bytecode(bucket)
-        except Exception:  # unreadable, truncated, a damaged checksum (pickle raises many kinds): compiled afresh
-            bucket.reset()
-        if bucket.code is not None and not isinstance(bucket.code, types.CodeType):
-            bucket.reset()  # marshal read something other than code: Jinja would fail running it
+            with open(os.path.join(self.directory, self.pattern % (bucket.key,)), "rb") as fh:
+                data = fh.read()
+        except OSError:
+            return
+        header = bc_magic + pickle.dumps(bucket.checksum, 2)
+        if not data.startswith(header):  # another source, another Jinja, or damaged: compiled afresh
+            return
+        try:
+            code = marshal.loads(data[len(header):])
+        except (EOFError, ValueError, TypeError):
+            return
+        if isinstance(code, types.CodeType):
+            bucket.code = code
 
     def dump_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
         try:
@@ -176,29 +190,35 @@ class _CompiledTemplates(jinja2.FileSystemBytecodeCache):
             pass
 
 
-def _module_digest() -> str:
-    """This module's own text: how `finalize` and the filters are marked (pass_context ...) shapes the compiled
-    code, and an edit here may change that under the same names."""
-    try:
-        return hashlib.sha256(Path(__file__).read_bytes()).hexdigest()
-    except OSError:  # e.g. run from a zip: the installed version stands in
-        from importlib.metadata import PackageNotFoundError, version
-
+def _fingerprint(env: jinja2.Environment) -> str | None:
+    """What compiled code depends on besides its source: the environment's settings, Jinja's and Python's
+    versions, and the text of every module defining its `finalize`, filters and tests. Jinja's compiler runs
+    those on constant values (`{{ "a" | key }}` compiles to its result) and bakes in how each is marked
+    (pass_context ...), so an edit to any of them must change the key. None, so no cache, when one of those
+    modules cannot be read (e.g. run from a zip)."""
+    digest = hashlib.sha256()
+    settings = (jinja2.__version__, sys.version, env.autoescape, env.trim_blocks, env.lstrip_blocks,
+                env.keep_trailing_newline, env.newline_sequence, env.optimized, sorted(env.filters),
+                sorted(env.tests))
+    digest.update(repr(settings).encode())
+    defined_in = {getattr(f, "__module__", None) for f in (env.finalize, *env.filters.values(), *env.tests.values())}
+    for name in sorted(m for m in defined_in if m):
+        if name in sys.builtin_module_names or name.startswith("jinja2."):
+            continue  # built into Python, or Jinja's own: their versions are in the key
+        path = getattr(sys.modules.get(name), "__file__", None)
         try:
-            return version("recipegen")
-        except PackageNotFoundError:
-            return ""
-
-
-_MODULE_DIGEST = _module_digest()
+            digest.update(name.encode() + b"\0" + Path(path).read_bytes())  # type: ignore[arg-type]
+        except (OSError, TypeError):
+            return None
+    return digest.hexdigest()
 
 
 def _bytecode_cache(env: jinja2.Environment) -> jinja2.BytecodeCache | None:
-    settings = (_MODULE_DIGEST, jinja2.__version__, env.autoescape, getattr(env.finalize, "__qualname__", None),
-                env.trim_blocks, env.lstrip_blocks, env.keep_trailing_newline, env.newline_sequence, env.optimized,
-                sorted(env.filters), sorted(env.tests))
+    fingerprint = _fingerprint(env)
+    if fingerprint is None:
+        return None
     try:
-        return _CompiledTemplates(repr(settings))
+        return _CompiledTemplates(fingerprint)
     except (OSError, RuntimeError):  # no private temp folder to be had: compile every time
         return None
 
