@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-# Re-exported: every stage after resolve takes Origin and its two constants from here, with the types they mark.
+# Re-exported: modules after resolve that use Origin and its two constants take them from here, with the types.
 from generator.read.origin import COMPILER as COMPILER, DEFAULT as DEFAULT, Origin as Origin
 from generator.read.tomldoc import TomlDocument
 from generator.resolve.benchtable import BenchTable
