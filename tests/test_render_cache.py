@@ -130,3 +130,11 @@ def test_a_filter_whose_module_cannot_be_read_turns_the_cache_off(cache_dir: Pat
     monkeypatch.setitem(sys.modules, "made_up_without_file", made_up)
     rendered, cache = _render_with({"shout": made_up.shout}, '{{ "a" | shout }}')
     assert rendered == "A" and cache is None and not _cached(cache_dir)
+
+
+def test_another_finalize_from_the_same_module_is_another_key(cache_dir: Path):
+    # Jinja applies finalize to constant output while compiling: the two must never share compiled code.
+    quoted = render.make_environment(render.yaml_scalar, {}).bytecode_cache
+    worded = render.make_environment(render.shell_word, {}).bytecode_cache
+    assert isinstance(quoted, render._CompiledTemplates) and isinstance(worded, render._CompiledTemplates)
+    assert quoted.get_cache_key("t.j2") != worded.get_cache_key("t.j2")

@@ -196,12 +196,16 @@ def _fingerprint(env: jinja2.Environment) -> str | None:
     those on constant values (`{{ "a" | key }}` compiles to its result) and bakes in how each is marked
     (pass_context ...), so an edit to any of them must change the key. None, so no cache, when one of those
     modules cannot be read (e.g. run from a zip)."""
+    def named(function: object) -> tuple[str | None, str | None]:
+        return getattr(function, "__module__", None), getattr(function, "__qualname__", None)
+
     digest = hashlib.sha256()
     settings = (jinja2.__version__, sys.version, env.autoescape, env.trim_blocks, env.lstrip_blocks,
-                env.keep_trailing_newline, env.newline_sequence, env.optimized, sorted(env.filters),
-                sorted(env.tests))
+                env.keep_trailing_newline, env.newline_sequence, env.optimized, named(env.finalize),
+                sorted((n, named(f)) for n, f in env.filters.items()),
+                sorted((n, named(f)) for n, f in env.tests.items()))
     digest.update(repr(settings).encode())
-    defined_in = {getattr(f, "__module__", None) for f in (env.finalize, *env.filters.values(), *env.tests.values())}
+    defined_in = {named(f)[0] for f in (env.finalize, *env.filters.values(), *env.tests.values())}
     for name in sorted(m for m in defined_in if m):
         if name in sys.builtin_module_names or name.startswith("jinja2."):
             continue  # built into Python, or Jinja's own: their versions are in the key
