@@ -11,7 +11,6 @@ from __future__ import annotations
 import hashlib
 import json
 import marshal
-import os
 import pickle
 import posixpath
 import re
@@ -169,7 +168,7 @@ class _CompiledTemplates(jinja2.FileSystemBytecodeCache):
     def load_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
         # What Jinja's Bucket.write_bytecode wrote: its magic, the source's checksum pickled (protocol 2), the code.
         try:
-            with open(os.path.join(self.directory, self.pattern % (bucket.key,)), "rb") as fh:
+            with open(self._get_cache_filename(bucket), "rb") as fh:  # where dump_bytecode wrote it
                 data = fh.read()
         except OSError:
             return
