@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import image, rayimage
+from . import image, layers, rayimage, vllmimage
 from .sysutil import (LabError, LabTimeout, base36, docker_ping, each, mounts_under, pid_alive,
                       read_pidfile, run, stop_pid, unmount_under, wait_until)
 
@@ -141,6 +141,7 @@ class Lab:
         self.timings: dict[str, float] = {}
         self._archive: bytes | None = None  # the engine image archive, made once per Lab
         self._ray_archive: Path | None = None  # the Ray image's, made when a test first asks for it
+        self._vllm_archive: Path | None = None  # the real vLLM's (lab/vllmimage.py), likewise
         self._initial = nodes
         self.env: dict[str, str] = self._make_env()
 
@@ -378,6 +379,28 @@ class Lab:
             each(lambda n: rayimage.load(archive, self._docker_cmd(n), self.env), missing)
         return rayimage.RAY_IMAGE
 
+    def provide_vllm_image(self, nodes: Sequence[Node | str | int] | None = None) -> str:
+        """Put the real-vLLM image (the engine image plus vLLM's CPU build, lab/vllmimage.py) on the nodes (all by
+        default), made once per Lab (its vLLM layer kept between runs) and loaded where it is missing; returns its
+        name. LabError when its wheels are not cached."""
+        if self._vllm_archive is None:
+            context_dir = self.dir / "engine-context"
+            if not context_dir.exists():
+                image.stage_context(context_dir)
+            with self._timed("vllm layer"):
+                vllm_layer = vllmimage.layer(context_dir / "rootfs")
+            with self._timed("vllm image"):
+                base = layers.tar_layer(context_dir / "rootfs", self.dir / "vllm-base.tar", "COPY rootfs/ /")
+                self._vllm_archive = layers.archive(vllmimage.VLLM_IMAGE, context_dir / "Dockerfile",
+                                                    [base, vllm_layer], self.dir / "vllm-image.tar")
+                base.tar.unlink()
+        archive = self._vllm_archive
+        missing = [n for n in self._select(nodes)
+                   if self.docker(n, "image", "inspect", vllmimage.VLLM_IMAGE, check=False).returncode]
+        with self._timed("vllm image load"):
+            each(lambda n: layers.load(archive, vllmimage.VLLM_IMAGE, self._docker_cmd(n), self.env), missing)
+        return vllmimage.VLLM_IMAGE
+
     # --- using the nodes ---------------------------------------------------------------------
 
     def _docker_cmd(self, node: Node) -> list[str]:
@@ -439,10 +462,12 @@ class Lab:
     # --- cluster file ------------------------------------------------------------------------
 
     def write_cluster(self, path: Path | str, nodes: Sequence[Node | str | int] | None = None,
-                      name: str = "lab") -> Path:
-        """Write a recipegen cluster TOML for the nodes (all by default), in rank order."""
+                      name: str = "lab", *, gpu: str = "nvidia", node_env: Sequence[dict[str, str]] = (),
+                      extra: str = "") -> Path:
+        """Write a recipegen cluster TOML for the nodes (all by default), in rank order: `gpu` its GPU mode,
+        node_env each node's [nodes.env] (in the same order), extra top-level keys (TOML text)."""
         path = Path(path)
-        path.write_text(cluster_toml(self._select(nodes), name))
+        path.write_text(cluster_toml(self._select(nodes), name, gpu=gpu, node_env=node_env, extra=extra))
         return path
 
     # --- helpers -----------------------------------------------------------------------------
@@ -451,13 +476,15 @@ class Lab:
         return _Timer(self.timings, what)
 
 
-def cluster_toml(nodes: Sequence[Node], name: str) -> str:
+def cluster_toml(nodes: Sequence[Node], name: str, *, gpu: str = "nvidia", node_env: Sequence[dict[str, str]] = (),
+                 extra: str = "") -> str:
     q = _toml_str
     lines = [
         f"#:schema {SCHEMA}",
         f"name = {q(name)}",
         'user = "root"',
-        'gpu = "nvidia"',
+        f"gpu = {q(gpu)}",
+        *([extra] if extra else []),
         "rdma = false  # no /dev/infiniband in the lab",
         "master_port = 29501",
         'stop_grace_period = "5s"',
@@ -472,9 +499,11 @@ def cluster_toml(nodes: Sequence[Node], name: str) -> str:
         f"GLOO_SOCKET_IFNAME = {q(IFNAME)}",
         'NCCL_IB_DISABLE = "1"',
     ]
-    for node in nodes:
+    for i, node in enumerate(nodes):
         lines += ["", "[[nodes]]", f"name = {q(node.name)}", f"address = {q(node.address)}",
                   f"context = {q(node.context)}", f"home = {q(str(node.home))}"]
+        if i < len(node_env) and node_env[i]:
+            lines.append("env = { " + ", ".join(f"{k} = {q(v)}" for k, v in node_env[i].items()) + " }")
     return "\n".join(lines) + "\n"
 
 

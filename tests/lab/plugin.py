@@ -9,10 +9,12 @@ Fixtures:
                no containers), for tests that must not see what earlier tests left.
   ray_lab      function-scoped: clean_lab with the Ray image (a real Ray, lab/rayimage.py) on every
                node; the image is made and loaded when the first test asks for it.
+  vllm_lab     function-scoped: clean_lab with the real-vLLM image (vLLM's CPU build, lab/vllmimage.py) on
+               the first two nodes and the tiny Llama (lab/tinymodel.py) in their Hugging Face caches.
 
 Where the lab cannot run, its tests are skipped with the reason, except under CI (env CI set),
-where they fail: in CI the lab tests must run. The same for the Ray tests without the cached Ray
-wheels (.ci/run downloads them).
+where they fail: in CI the lab tests must run. The same for the Ray and real-vLLM tests without their
+cached wheels (.ci/run downloads them).
 """
 
 from __future__ import annotations
@@ -25,10 +27,10 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from . import rayimage
+from . import rayimage, tinymodel, vllmimage
 from .netlab import Lab, unavailable_reason
 
-LAB_FIXTURES = {"lab", "lab_factory", "clean_lab", "ray_lab"}
+LAB_FIXTURES = {"lab", "lab_factory", "clean_lab", "ray_lab", "vllm_lab"}
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -109,14 +111,39 @@ def clean_lab(lab: Lab) -> Lab:
     return lab
 
 
-@pytest.fixture
-def ray_lab(clean_lab: Lab) -> Lab:
-    reason = rayimage.unavailable_reason()
+def _require(what: str, reason: str | None) -> None:
+    """Skip (outside CI) or fail (in CI) when an image of the lab cannot be made here."""
     if reason is not None:
         if os.environ.get("CI"):
-            pytest.fail(f"the Ray lab tests cannot run, and CI must run them: {reason}", pytrace=False)
-        print(f"\nRay lab tests skipped: {reason}")
-        pytest.skip(f"Ray image unavailable: {reason}")
+            pytest.fail(f"the {what} lab tests cannot run, and CI must run them: {reason}", pytrace=False)
+        print(f"\n{what} lab tests skipped: {reason}")
+        pytest.skip(f"{what} image unavailable: {reason}")
+
+
+def prepare_vllm(lab: Lab) -> Lab:
+    """The lab reset, with the real-vLLM image on its first two nodes and the tiny Llama in their Hugging Face
+    caches (for a module-scoped deployment that several tests share; vllm_lab for one test)."""
+    _require("real-vLLM", vllmimage.unavailable_reason())
+    lab.reset()
+    made = "vllm image" in lab.timings
+    lab.provide_vllm_image(lab.nodes[:2])
+    for node in lab.nodes[:2]:
+        tinymodel.put_in_cache(node.hf_cache)
+    if not made:  # its cost, once (shown with -s)
+        t = lab.timings
+        print(f"\nlab {lab.tag} real-vLLM image: layer {t['vllm layer']:.1f}s, image {t['vllm image']:.1f}s, "
+              f"loaded on 2 nodes in {t['vllm image load']:.1f}s")
+    return lab
+
+
+@pytest.fixture
+def vllm_lab(lab: Lab) -> Lab:
+    return prepare_vllm(lab)
+
+
+@pytest.fixture
+def ray_lab(clean_lab: Lab) -> Lab:
+    _require("Ray", rayimage.unavailable_reason())
     made = "ray image" in clean_lab.timings
     clean_lab.provide_ray_image()
     if not made:  # its cost, once (shown with -s)

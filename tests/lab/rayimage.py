@@ -11,19 +11,15 @@ shebang, and the shared libraries `ldd` names for Ray's extension modules and bi
 
 from __future__ import annotations
 
-import hashlib
-import io
-import json
 import os
 import shutil
-import subprocess
 import sys
-import tarfile
 from pathlib import Path
 
 from generator.engines import rayoptions
 
-from .image import IMAGE, _dockerfile_config, _shared_libraries, python_layout
+from .image import IMAGE, python_layout
+from .layers import archive as archive_layers, copy_libraries, load as load_archive, shared_objects, tar_layer
 from .sysutil import LabError, run
 
 RAY_IMAGE = "recipegen-lab/engine-ray:latest"
@@ -72,28 +68,8 @@ def stage(dest: Path, base_rootfs: Path) -> Path:
     script.parent.mkdir(parents=True, exist_ok=True)
     script.write_text(RAY_SCRIPT)
     script.chmod(0o755)
-    objects = [str(p) for p in site.rglob("*") if p.is_file() and (p.suffix == ".so" or ".so." in p.name
-                                                                    or p.name in ("raylet", "gcs_server"))]
-    for lib in _shared_libraries(objects):
-        if lib.startswith(str(site)):
-            continue  # Ray's own libraries, found beside it
-        target = rootfs / lib.lstrip("/")
-        if not (base_rootfs / lib.lstrip("/")).exists() and not target.exists():
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(os.path.realpath(lib), target)
+    copy_libraries(shared_objects(site, "raylet", "gcs_server"), rootfs, base_rootfs, own=site)
     return dest
-
-
-def _layer(rootfs: Path, path: Path) -> str:
-    """Tar rootfs's children into path; its sha256 (the layer's diff id)."""
-    with tarfile.open(path, "w") as tar:
-        for child in sorted(rootfs.iterdir()):
-            tar.add(child, arcname=child.name)
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def archive(context_dir: Path, ray_dir: Path, out: Path) -> Path:
@@ -101,36 +77,16 @@ def archive(context_dir: Path, ray_dir: Path, out: Path) -> Path:
     engine image's ENV and WORKDIR as its config)."""
     work = out.parent / (out.name + ".layers")
     work.mkdir(exist_ok=True)
-    layers = [(work / "base.tar", context_dir / "rootfs"), (work / "ray.tar", ray_dir / "rootfs")]
-    ids = [_layer(rootfs, path) for path, rootfs in layers]
-    env, workdir = _dockerfile_config(context_dir / "Dockerfile")
-    config = json.dumps({
-        "architecture": {"x86_64": "amd64", "aarch64": "arm64"}.get(os.uname().machine, os.uname().machine),
-        "os": "linux", "created": "1970-01-01T00:00:00Z", "config": {"Env": env, "WorkingDir": workdir},
-        "rootfs": {"type": "layers", "diff_ids": [f"sha256:{i}" for i in ids]},
-        "history": [{"created": "1970-01-01T00:00:00Z", "created_by": f"recipegen lab: {what}"}
-                    for what in ("COPY rootfs/ /", f"pip install ray=={RAY_VERSION}")],
-    }, sort_keys=True).encode()
-    config_name = hashlib.sha256(config).hexdigest() + ".json"
-    manifest = json.dumps([{"Config": config_name, "RepoTags": [RAY_IMAGE],
-                            "Layers": [f"{i}/layer.tar" for i in ids]}]).encode()
-    with tarfile.open(out, "w") as tar:
-        for i, (path, _) in zip(ids, layers):
-            tar.add(path, arcname=f"{i}/layer.tar")
-        for name, data in ((config_name, config), ("manifest.json", manifest)):
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
+    layers = [tar_layer(context_dir / "rootfs", work / "base.tar", "COPY rootfs/ /"),
+              tar_layer(ray_dir / "rootfs", work / "ray.tar", f"pip install ray=={RAY_VERSION}")]
+    archive_layers(RAY_IMAGE, context_dir / "Dockerfile", layers, out)
     shutil.rmtree(work)
     return out
 
 
 def load(path: Path, docker: list[str], env: dict[str, str]) -> None:
     """`docker load` the archive file (streamed, not read into memory)."""
-    with path.open("rb") as f:
-        done = subprocess.run([*docker, "load", "-q"], env=env, stdin=f, capture_output=True, timeout=600)
-    if done.returncode:
-        raise LabError(f"docker load of {RAY_IMAGE} failed: {done.stderr.decode(errors='replace').strip()}")
+    load_archive(path, RAY_IMAGE, docker, env, timeout=600)
 
 
 __all__ = ["IMAGE", "LIGHT_RAY", "RAY_IMAGE", "RAY_VERSION", "WHEELS", "archive", "load", "stage", "unavailable_reason"]

@@ -1,0 +1,164 @@
+"""Issue 28 acceptance: the real vLLM (PyPI's CPU build, lab/vllmimage.py) boots from recipegen's own files across
+two lab nodes, and every serving proof runs against it: `up`'s probe, `smoke`, `bench` with llama-benchy, `down`;
+TP=2 and PP=2 on Compose, TP=2 on Swarm; a recipe the engine refuses at boot.
+
+The recipes are the user's own, examples/cpu/recipes/ as committed (no special case in the code, nothing rewritten
+here): only the cluster file is the lab's (its nodes, gpu = "none", each rank on a core of its own). The model is the
+tiny Llama made here (lab/tinymodel.py), in each node's Hugging Face cache as `hf download` leaves it.
+
+One boot serves several proofs (the module's `tp2` deployment: probe, smoke, bench, then its own group restarts in
+test_self_heal_lab.py): a boot costs about half a minute of the two shared cores.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from lab import LAB_MEMLOCK, Lab, tinymodel
+from test_deploy_lab import containers, run
+
+pytestmark = pytest.mark.lab
+
+EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "cpu"
+SERVED = "tiny"
+# Each rank on a core of its own: with vLLM's default both ranks sat on core 0 and a request took 8x longer.
+BIND = [{"VLLM_CPU_OMP_THREADS_BIND": "0"}, {"VLLM_CPU_OMP_THREADS_BIND": "1"}]
+LAB_CLUSTER = f"""stop_grace_period = "10s"
+"""
+
+
+def cpu_project(lab: Lab, root: Path, recipes: tuple[str, ...] = ("tiny-llama-tp2", "tiny-llama-pp2"),
+                extra: dict[str, str] | None = None) -> Path:
+    """A user's repository holding the example's recipes as committed, and the lab's cluster file, built."""
+    (root / "recipes").mkdir(parents=True)
+    for rid in recipes:
+        shutil.copytree(EXAMPLE / "recipes" / rid, root / "recipes" / rid)
+    for rid, text in (extra or {}).items():
+        (root / "recipes" / rid).mkdir()
+        (root / "recipes" / rid / "recipe.toml").write_text(text)
+    lab.write_cluster(root / "cluster.toml", lab.nodes[:2], gpu="none", node_env=BIND)
+    run(lab, root, "build", check=True)
+    return root
+
+
+def first_request(output: str) -> tuple[float, float, str]:
+    """TTFT (ms), tok/s and the answer's text from up's or smoke's `first request:` line."""
+    line = next(li for li in output.splitlines() if "first request:" in li)
+    ttft = float(re.search(r"TTFT (\d+) ms", line).group(1))
+    rate = float(re.search(r"([\d.]+) tok/s", line).group(1))
+    text = re.search(r': "(.*)"$', line).group(1)
+    return ttft, rate, text
+
+
+def test_compiled_files_need_no_gpu_and_carry_the_recipes_cpu_settings(vllm_lab: Lab, tmp_path: Path):
+    """The files `up` deploys: no device request (gpu = "none"), the recipe's CPU environment, the lab's memlock."""
+    root = cpu_project(vllm_lab, tmp_path)
+    for rank, node in enumerate(("spark1", "spark2")):
+        text = (root / "out" / "tiny-llama-tp2" / node / "compose.yaml").read_text()
+        assert "driver: nvidia" not in text and "capabilities" not in text
+        assert '"--node-rank"\n      - "%d"' % rank in text
+        assert 'VLLM_CPU_KVCACHE_SPACE: "1"' in text and f'VLLM_CPU_OMP_THREADS_BIND: "{rank}"' in text
+        assert f"soft: {LAB_MEMLOCK}" in text
+
+
+@pytest.fixture(scope="module")
+def tp2(lab: Lab, tmp_path_factory: pytest.TempPathFactory):
+    """The TP=2 example recipe up on spark1 and spark2 through Compose (one boot for the module's tests)."""
+    from lab.plugin import prepare_vllm
+
+    prepare_vllm(lab)
+    root = cpu_project(lab, tmp_path_factory.mktemp("cpu"))
+    up = run(lab, root, "up", "tiny-llama-tp2", "--timeout", "600", timeout=900)
+    yield root, up
+    run(lab, root, "down", "tiny-llama-tp2", timeout=300)
+
+
+def test_tp2_up_boots_the_real_engine_and_ends_with_its_first_request(tp2, lab: Lab):
+    root, up = tp2
+    assert up.returncode == 0, up.stdout + up.stderr
+    head = lab.nodes[0]
+    assert f"serving {SERVED} at http://{head.address}:8000" in up.stdout
+    ttft, rate, text = first_request(up.stdout)
+    assert ttft > 0 and rate > 0 and text  # the real engine's figures: not a stand-in's known rates
+    # The engine is vLLM itself: its own log lines, on both ranks.
+    logs = {n.name: lab.docker(n, "logs", containers(lab, n, "tiny-llama-tp2")[0]["ID"]).stderr
+            + lab.docker(n, "logs", containers(lab, n, "tiny-llama-tp2")[0]["ID"]).stdout for n in lab.nodes[:2]}
+    assert "vLLM API server version 0.32.0" in logs["spark1"] or "version 0.32.0" in logs["spark1"], logs["spark1"]
+    assert "world_size=2" in logs["spark1"] or "tensor_parallel_size=2" in logs["spark1"]
+
+
+def test_tp2_smoke_passes_with_the_same_answer(tp2, lab: Lab):
+    root, up = tp2
+    assert up.returncode == 0
+    smoke = run(lab, root, "smoke", "tiny-llama-tp2", timeout=300)
+    assert smoke.returncode == 0, smoke.stdout + smoke.stderr
+    assert first_request(smoke.stdout)[2] == first_request(up.stdout)[2]  # greedy: the same text again
+
+
+def test_tp2_bench_quick_writes_llama_benchys_results_from_the_real_engine(tp2, lab: Lab, tmp_path: Path):
+    from test_serve_lab import needs_llama_benchy
+
+    needs_llama_benchy()
+    root, up = tp2
+    assert up.returncode == 0
+    snapshot = next((lab.nodes[0].hf_cache / "hub" / "models--recipegen-lab--tiny-llama" / "snapshots").iterdir())
+    text = tmp_path / "book.txt"
+    text.write_text("\n".join(tinymodel.training_text()))
+    bench = run(lab, root, "bench", "tiny-llama-tp2", "--profile", "quick", "--tokenizer", str(snapshot),
+                "--text", str(text), timeout=600)
+    assert bench.returncode == 0, bench.stdout + bench.stderr
+    folder = next((root / "bench" / "tiny-llama-tp2").iterdir())
+    results = json.loads((folder / "results.json").read_text())
+    assert results["served_model_name"] == SERVED and results["runs"]
+    for row in results["runs"]:
+        assert row["pp"] == 512 and row["tg"] == 32 and row["tg_tps"] > 0 and row["ttft_ms"] > 0
+
+
+def test_pp2_serves_the_same_greedy_text_as_tp2(tp2, lab: Lab):
+    """PP=2 after TP=2 on the same nodes (down first): the same weights split another way answer the same."""
+    root, up = tp2
+    assert up.returncode == 0
+    tp_text = first_request(up.stdout)[2]
+    assert run(lab, root, "down", "tiny-llama-tp2", timeout=300).returncode == 0
+    pp = run(lab, root, "up", "tiny-llama-pp2", "--timeout", "600", timeout=900)
+    try:
+        assert pp.returncode == 0, pp.stdout + pp.stderr
+        assert first_request(pp.stdout)[2] == tp_text
+    finally:
+        down = run(lab, root, "down", "tiny-llama-pp2", timeout=300)
+    assert down.returncode == 0, down.stderr
+    for node in lab.nodes[:2]:
+        assert containers(lab, node, "tiny-llama-pp2") == []
+
+
+def test_a_max_model_len_beyond_the_model_fails_up_with_vllms_own_error(vllm_lab: Lab, tmp_path: Path):
+    """What validate cannot know (the model's own limits) fails `up` with the engine's error line, every rank's log
+    lines, and nothing left running."""
+    recipe = (EXAMPLE / "recipes" / "tiny-llama-tp2" / "recipe.toml").read_text().replace(
+        '"--max-model-len", "512"', '"--max-model-len", "65536"')
+    root = cpu_project(vllm_lab, tmp_path, recipes=(), extra={"too-long": recipe})
+    up = run(vllm_lab, root, "up", "too-long", "--timeout", "300", timeout=600)
+    assert up.returncode == 1, up.stdout + up.stderr
+    assert "max_model_len" in up.stderr and "65536" in up.stderr  # vLLM's own words
+    assert "--- last log lines of spark1 ---" in up.stderr and "--- last log lines of spark2 ---" in up.stderr
+    for node in vllm_lab.nodes[:2]:
+        assert containers(vllm_lab, node, "too-long") == []
+
+
+def test_a_flag_this_vllm_does_not_have_is_refused_by_validate_before_any_boot(tmp_path: Path):
+    """The other kind of mistake, caught first: vLLM 0.32.0 has no --max-model-length (the flag data is read from
+    vLLM's own sources), so validate refuses it and nothing boots."""
+    (tmp_path / "recipes" / "typo").mkdir(parents=True)
+    recipe = (EXAMPLE / "recipes" / "tiny-llama-tp2" / "recipe.toml").read_text().replace(
+        '"--max-model-len"', '"--max-model-length"')
+    (tmp_path / "recipes" / "typo" / "recipe.toml").write_text(recipe)
+    shutil.copy(EXAMPLE / "cluster.toml", tmp_path / "cluster.toml")
+    done = subprocess.run(["recipegen", "validate"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1
+    assert "--max-model-length" in done.stdout + done.stderr
