@@ -48,8 +48,8 @@ def cpu_project(lab: Lab, root: Path, recipes: tuple[str, ...] = ("tiny-llama-tp
 
 
 def first_request(output: str) -> tuple[float, float, str]:
-    """TTFT (ms), tok/s and the answer's text from up's or smoke's `first request:` line."""
-    line = next(li for li in output.splitlines() if "first request:" in li)
+    """TTFT (ms), tok/s and the answer's text from up's `first request:` line or smoke's line."""
+    line = next(li for li in output.splitlines() if re.search(r"TTFT \d+ ms", li))
     ttft = float(re.search(r"TTFT (\d+) ms", line).group(1))
     rate = float(re.search(r"([\d.]+) tok/s", line).group(1))
     text = re.search(r': "(.*)"$', line).group(1)
