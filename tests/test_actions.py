@@ -164,6 +164,9 @@ class FakeBackend:
             out.append(Removal(t.name, tuple(sorted(new)), tuple(sorted(now - new))))
         return out
 
+    def group(self, dep: Deployment) -> None:
+        return None
+
     def states(self, dep: Deployment) -> list[RankState]:
         return [self.ranks.get(t.name, running)(t) for t in dep.targets]  # type: ignore[operator]
 

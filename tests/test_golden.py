@@ -30,6 +30,7 @@ import yaml
 from click.testing import CliRunner
 
 from generator.cli import main
+from watchwords import without_watch
 
 TESTS = Path(__file__).resolve().parent
 REPO = TESTS.parent
@@ -136,7 +137,7 @@ def built(tmp_path_factory):
 
 def argv(service: dict) -> list[str]:
     """What the container runs: entrypoint + command (an image's own ENTRYPOINT aside)."""
-    return [*(service.get("entrypoint") or []), *(service.get("command") or [])]
+    return without_watch([*(service.get("entrypoint") or []), *(service.get("command") or [])])
 
 
 def services(out: Path, recipe_id: str, nodes: list[str]) -> list[tuple[str, dict, dict]]:
@@ -315,7 +316,7 @@ def test_vllm_ray_rank_commands(case: str, built):
     ray_options = [word for group in ray_groups for word in group]
 
     # The head runs the launcher, which starts Ray, waits for the worker, then execs the engine it is given.
-    assert head_svc["entrypoint"] == ["/bin/sh", "/opt/recipegen/launch.sh"]
+    assert without_watch(head_svc["entrypoint"]) == ["/bin/sh", "/opt/recipegen/launch.sh"]
     engine_argv = head_svc["command"]
     assert engine_argv == ["vllm", "serve", recipe["model"], "--tensor-parallel-size",
                            str(recipe.get("tensor_parallel_size", 1)), "--pipeline-parallel-size",
@@ -337,13 +338,13 @@ def test_vllm_ray_rank_commands(case: str, built):
     worker_argv = ["ray", "start", "--block", f"--address={head['address']}:{ray_port}",
                    f"--node-ip-address={worker['address']}", *worker_options]
     # The worker runs the launcher too: it waits for the head's Ray port, then runs (and retries) `ray start`.
-    assert worker_svc["entrypoint"] == ["/bin/sh", "/opt/recipegen/launch.sh"]
+    assert without_watch(worker_svc["entrypoint"]) == ["/bin/sh", "/opt/recipegen/launch.sh"]
     assert worker_svc["command"] == worker_argv and worker_stack["command"] == worker_argv
     joins = [shlex.split(line)[4:7] for line in launcher_lines(out, recipe_id, "spark2")
              if line.startswith('recipegen_run python3 -c "$recipegen_wait_for_head"')]
     assert joins == [[head["address"], str(ray_port), "600"]]
     # The stack runs the same launcher inline, with the same argv after it.
-    assert head_stack["entrypoint"][:2] == ["/bin/sh", "-c"] and head_stack["command"] == engine_argv
+    assert without_watch(head_stack["entrypoint"])[:2] == ["/bin/sh", "-c"] and head_stack["command"] == engine_argv
     for svc in (head_svc, worker_svc):
         env = svc["environment"]
         address = head["address"] if svc is head_svc else worker["address"]

@@ -23,6 +23,7 @@ import yaml
 from click.testing import CliRunner
 
 from generator.cli import main
+from watchwords import without_watch
 
 CLUSTER = """\
 name = "duo"
@@ -90,7 +91,7 @@ def launcher_process(root: Path, node: str, tmp_path: Path, programs: dict[str, 
     """The argv and the subprocess options (cwd, env) that run the node's launcher; see run_launcher."""
     doc = compose(root, node)
     service = doc["services"]["engine"]
-    assert service["entrypoint"] == ["/bin/sh", "/opt/recipegen/launch.sh"]
+    assert without_watch(service["entrypoint"]) == ["/bin/sh", "/opt/recipegen/launch.sh"]
     fake_root = tmp_path / f"root-{node}"
     launcher = None
     for target, text in container_files(doc).items():

@@ -31,6 +31,7 @@ from hypothesis import strategies as st
 
 from generator.check.secrets import SECRET_VALUE, secret_name  # the `secret` rule's patterns: its refusals are filtered
 from test_golden import compose_binary, compose_env, recipegen
+from watchwords import without_watch
 
 # What the lint rules reject on purpose (README: "the compiler owns ... a recipe that sets one is an error").
 OWNED_VLLM = {"--model", "--tensor-parallel-size", "-tp", "--pipeline-parallel-size", "-pp",
@@ -152,7 +153,7 @@ def check_service(service: dict, env: dict[str, str], command: list[str], mounts
     for name, value in env.items():
         assert got_env[name] == escaped(value), name
     assert set(got_env) == set(env) | {"VLLM_HOST_IP"}
-    assert [*(service.get("entrypoint") or []), *service["command"]] == [escaped(w) for w in command]
+    assert without_watch([*(service.get("entrypoint") or []), *service["command"]]) == [escaped(w) for w in command]
     binds = {v["target"]: (v["source"], v.get("read_only", False)) for v in service["volumes"] if v["type"] == "bind"}
     for host, target, read_only in mount_paths(mounts):
         assert binds.get(escaped(target)) == (escaped(host), read_only), (target, sorted(binds))
@@ -203,7 +204,7 @@ def test_words_survive_the_ray_head_launcher(workdir: Path, words):
     folder = compile_recipe(workdir, CLUSTER_2, recipe)
     config = compose_config(workdir, folder / "n1" / "compose.yaml")
     head = config["services"]["engine"]
-    assert head["entrypoint"] == ["/bin/sh", "/opt/recipegen/launch.sh"], head["entrypoint"]
+    assert without_watch(head["entrypoint"]) == ["/bin/sh", "/opt/recipegen/launch.sh"], head["entrypoint"]
     launcher = config["configs"]["launch.sh"]["content"].replace("$$", "$")  # compose config keeps the escape
     argv = [w.replace("$$", "$") for w in head["command"]]
     bin_dir = workdir / "bin"

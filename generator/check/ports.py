@@ -17,7 +17,8 @@ from generator.resolve.model import ENGINE_DEFAULT_PORT, Cluster, Origin, Recipe
 
 CLUSTER_PORTS = {"master_port": "the ranks' rendezvous: vLLM's --master-port, SGLang's --dist-init-addr port",
                  "ray_port": "the Ray head's port",
-                 "transfer_port": "where `recipegen models` / `images` helpers listen"}
+                 "transfer_port": "where `recipegen models` / `images` helpers listen",
+                 "group_port": "where the ranks' group watches meet (restart = \"group\")"}
 RENDEZVOUS = {"vllm": "vLLM's --master-port rendezvous", "sglang": "SGLang's --dist-init-addr port"}
 
 
@@ -49,6 +50,8 @@ def head_listeners(recipe: Recipe, cluster: Cluster) -> list[Listener]:
         found.append(Listener(cluster.ray_port, "ray_port", CLUSTER_PORTS["ray_port"]))
     elif multi:
         found.append(Listener(cluster.master_port, "master_port", RENDEZVOUS[recipe.engine]))
+    if multi and recipe.container.get("restart", cluster.container.restart) == "group":
+        found.append(Listener(cluster.group_port, "group_port", CLUSTER_PORTS["group_port"]))
     return found
 
 

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from generator.deploy.backends import Backend
     from generator.deploy.backends.base import Removal
     from generator.deploy.findings import Finding
+    from generator.deploy.group import GroupRecord
     from generator.deploy.probe import ProbeResult
     from generator.deploy.targets import CompiledDeployment, Deployment
 
@@ -236,6 +237,8 @@ def ps(recipe: str, cluster_path: Path | None, out_dir: Path | None, swarm: bool
         name = escape("".join(ch if ch.isprintable() else "?" for ch in name))
     table(f"{dep.project} ({name})" if name and name != dep.project else dep.project, ["node", "context", "container", "state", "health", "uptime", "status"],
           [[r.node, r.context, r.container, r.state, r.health, r.uptime, r.status] for r in result.ranks])
+    for line in group_lines(dep.project, result.group):
+        click.echo(line)
     from generator.deploy.lock import unlock_hint
 
     for name, holder in result.held.items():
@@ -249,6 +252,28 @@ def ps(recipe: str, cluster_path: Path | None, out_dir: Path | None, swarm: bool
         click.echo(f"{dep.project}: {every} unreachable: {', '.join(unreachable)} (`recipegen contexts` checks "
                    "them)", err=True)
         sys.exit(1)
+    if result.group is not None and result.group.halted:  # stopped for good: a status scripts must see
+        sys.exit(1)
+
+
+def group_lines(project: str, group: GroupRecord | None) -> list[str]:
+    """What `ps` says of the group restarts: how many, the last one's time and cause, who caused them, and whether
+    the recipe stopped at its bound."""
+    if group is None or not group.restarts:
+        return []
+    from datetime import datetime, timezone
+
+    when = datetime.fromtimestamp(group.last_time or 0, timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    window = f"{group.window_s / 60:g}m" if group.window_s else "?"
+    bound = f"; bound {group.limit} in {window}" if group.limit else ""
+    line = f": {group.last_line}" if group.last_line else ""
+    lines = [f"{project}: {group.restarts} group restart(s) ({group.recent} within the window{bound}), the last at "
+             f"{when}: {group.last_reason}{line}",
+             f"{project}: restarts by cause: " + ", ".join(f"{who} {n}" for who, n in group.by_rank)]
+    if group.halted:
+        lines.append(f"{project}: STOPPED at its restart bound: {group.halted} (`recipegen down` then `up` starts "
+                     "it afresh)")
+    return lines
 
 
 @click.command()

@@ -10,6 +10,7 @@ from typing import Callable, Iterator
 from generator.deploy.backends.base import NOT_STARTED, Backend, Outcome, RankState, Removal, container_logs
 from generator.deploy.docker import merged_lines, output_of
 from generator.deploy.findings import Finding, errors
+from generator.deploy.group import GroupRecord
 from generator.deploy.holder import Holder
 from generator.deploy.lock import locks
 from generator.deploy.preflight import preflight
@@ -120,6 +121,7 @@ class PsResult:
     project: str
     ranks: list[RankState]
     held: dict[str, Holder] = field(default_factory=dict)  # node -> the recipegen command changing it now
+    group: GroupRecord | None = None  # its group restarts, as the head's watch recorded them
 
     @property
     def unreachable(self) -> list[str]:
@@ -128,7 +130,7 @@ class PsResult:
 
 def ps(dep: Deployment, backend: Backend) -> PsResult:
     held = {name: h for name, h in locks(dep.targets).items() if isinstance(h, Holder)}
-    return PsResult(dep.project, backend.states(dep), held)
+    return PsResult(dep.project, backend.states(dep), held, backend.group(dep))
 
 
 def up_bound(dep: CompiledDeployment, timeout: float) -> float:

@@ -14,8 +14,8 @@ from typing import Any
 from generator.diagnostics import RecipegenError
 from generator.engines.ranks import draft_models, flag_value, rank_command, serve_port, served_model_name
 from generator.plan.env import environment, pass_env, ray_settings
-from generator.plan.types import (HEALTH_PROBE_TLS, LABEL_PREFIX, MODS_DIR, RESTART_ATTEMPTS, ContainerFile,
-                                  EnvVar, HealthCheck, Launch, ModRun, NodePlan, RayHead, RayWorker, RecipePlan,
+from generator.plan.types import (HEALTH_PROBE_TLS, LABEL_PREFIX, MODS_DIR, ContainerFile, EnvVar, GroupWatch,
+                                  HealthCheck, Launch, ModRun, NodePlan, RayHead, RayWorker, RecipePlan,
                                   Volume, duration_seconds)
 from generator.resolve.buildcontext import find_build_context
 from generator.resolve.model import (COMPILER, CONTAINER_KEYS, DEFAULT, HF_CACHE_IN_CONTAINER, RECIPE_SCALARS, Arg,
@@ -78,6 +78,7 @@ def _plan_node(recipe: Recipe, cluster: Cluster, chosen: tuple[Node, ...], rank:
     launch = Launch(mods, recipe.setup, ray_head, ray_worker) if needed else None
     shipped = [(f"{MODS_DIR}/{m.name}/{f.path}", f.text, f.executable, f"mod {m.source}: {f.path}")
                for m in recipe.mods for f in m.files] + ray_settings(recipe, envs, env)
+    health = _health(recipe, container) if rank == 0 else None
     files = tuple(ContainerFile(f"{i}-{posixpath.basename(path)}", path, text, executable, about)
                   for i, (path, text, executable, about) in enumerate(shipped, 1))
     return NodePlan(
@@ -89,10 +90,20 @@ def _plan_node(recipe: Recipe, cluster: Cluster, chosen: tuple[Node, ...], rank:
         pass_env=pass_env(recipe, cluster, env),
         volumes=tuple(volumes), shm_size=recipe.shm_size,
         ulimits=cluster.ulimits, gpu=cluster.gpu, gpus=cluster.gpus_per_node, rdma=cluster.rdma, labels=labels,
-        restart_attempts=RESTART_ATTEMPTS, stop_grace_period=cluster.stop_grace_period,
+        stop_grace_period=cluster.stop_grace_period,
         container=container, build_args=tuple(sorted(recipe.build_args.items())), dockerfile=recipe.dockerfile,
-        launch=launch, files=files,
-        health=_health(recipe, container) if rank == 0 else None)
+        launch=launch, files=files, health=health, group=_group(cluster, chosen, container, health))
+
+
+def _group(cluster: Cluster, chosen: tuple[Node, ...], container: ContainerOptions,
+           health: HealthCheck | None) -> GroupWatch | None:
+    """The group watch of a rank (`restart = "group"`): it stops its engine a second before Docker would kill it."""
+    if container.restart != "group":
+        return None
+    return GroupWatch(head=chosen[0].address, port=cluster.group_port, ranks=len(chosen),
+                      limit=container.restart_limit, window_s=duration_seconds(container.restart_window),
+                      grace_s=max(1, duration_seconds(cluster.stop_grace_period) - 1),
+                      health=health.url if health is not None else "")
 
 
 def container_options(recipe: Recipe, cluster: Cluster) -> ContainerOptions:
@@ -148,7 +159,7 @@ def input_hash(recipe: Recipe, cluster: Cluster, chosen: tuple[Node, ...]) -> st
         "mounts": [[m.host, m.container, m.read_only] for m in recipe.mounts],
         "cluster": {k: getattr(cluster, k) for k in (
             "name", "user", "hf_cache", "gpu", "gpus_per_node", "rdma", "master_port", "ray_port",
-            "stop_grace_period", "env", "pass_env", "ray_join_timeout")},
+            "group_port", "stop_grace_period", "env", "pass_env", "ray_join_timeout")},
         "ray_args": [[a.word for a in cluster.ray_args], [a.word for a in recipe.ray_args]],
         "container": [dataclasses.asdict(cluster.container), recipe.container],
         "build": [recipe.build_args, recipe.dockerfile],

@@ -6,6 +6,10 @@ plan gives the deployer (labels, the service, the Swarm resource) are here too.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from generator.engines import groupwatch
 
 from generator.read.units import duration_ns, size_bytes
 from generator.resolve.model import COMPILER, Arg, Cluster, ContainerOptions, Node, Origin, Recipe, Ulimits
@@ -15,7 +19,6 @@ LABEL_PREFIX = "dev.recipegen"
 ENGINE_SERVICE = "engine"  # the one service of every per-node compose file (templates/compose.yaml.j2)
 SWARM_NODE_LABEL = "recipegen.node"  # the Swarm node label `placement` pins a rank with
 GPU_RESOURCE_KIND = "NVIDIA_GPU"  # the Swarm generic resource a rank reserves (templates/stack.yaml.j2)
-RESTART_ATTEMPTS = 3  # a rank whose peers are gone must not restart forever
 # The healthcheck probe: python3 is in every vLLM, NGC and SGLang image (curl and wget often are not).
 HEALTH_PROBE = "import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=10)"
 # Over TLS (`--ssl-certfile`) the probe does not verify the certificate: it asks its own container's loopback,
@@ -95,6 +98,40 @@ class Launch:
 
 
 @dataclass(frozen=True)
+class GroupWatch:
+    """The group watch a rank runs under (engines/groupwatch.py, `restart = "group"`): it meets the other ranks'
+    watches on the head's `port` before the engine starts, and stops its engine, so that Docker restarts every rank,
+    when any rank ends; after `limit` restarts within `window_s` seconds it stops for good."""
+
+    head: str  # the head's fabric address
+    port: int
+    ranks: int
+    limit: int
+    window_s: int
+    grace_s: int  # how long the engine gets to stop before it is killed
+    health: str  # the head's /health URL (the head only): a serving engine that stops answering ends the group
+
+    def words(self, rank: int, node: str) -> tuple[Arg, ...]:
+        """`python3 -c <the watch> --rank ... --`: what goes before the rank's own entrypoint."""
+        words = ["python3", "-c", _watch_source(), "--rank", str(rank), "--ranks", str(self.ranks), "--node", node,
+                 "--head", self.head, "--port", str(self.port), "--limit", str(self.limit),
+                 "--window", str(self.window_s), "--grace", str(self.grace_s),
+                 *(("--health", self.health) if self.health else ()), "--"]
+        return tuple(Arg(w, COMPILER) for w in words)
+
+
+@lru_cache(maxsize=1)
+def _watch_source() -> str:
+    """engines/groupwatch.py as the compiler ships it (`python3 -c`): its docstring, which explains the design to a
+    reader of recipegen, replaced by one line saying where to read it."""
+    text = Path(groupwatch.__file__).read_text("utf-8")
+    start = text.index('"""')
+    end = text.index('"""', start + 3) + 3
+    return ("# recipegen's group watch (generator/engines/groupwatch.py; docs/self-healing.md): PID 1 of this rank.\n"
+            + text[:start] + text[end:].lstrip("\n"))
+
+
+@dataclass(frozen=True)
 class HealthCheck:
     url: str
     start_period: str
@@ -125,7 +162,6 @@ class NodePlan:
     gpus: int  # GPUs per node: all of them serve this rank
     rdma: bool
     labels: tuple[tuple[str, str], ...]
-    restart_attempts: int
     stop_grace_period: str
     container: ContainerOptions
     build_args: tuple[tuple[str, str], ...] = ()
@@ -133,6 +169,7 @@ class NodePlan:
     launch: Launch | None = None  # None: the engine command runs as the entrypoint itself
     files: tuple[ContainerFile, ...] = ()
     health: HealthCheck | None = None
+    group: GroupWatch | None = None  # None: `restart = "never"`
 
     @property
     def is_head(self) -> bool:
@@ -146,7 +183,8 @@ class NodePlan:
 
     @property
     def restart_policy(self) -> str:
-        return f"on-failure:{self.restart_attempts}"
+        """on-failure with no count of Docker's: the group watch bounds the restarts (and exits 0 at its bound)."""
+        return "on-failure" if self.group is not None else "no"
 
     @property
     def placement(self) -> str:
@@ -155,9 +193,10 @@ class NodePlan:
 
     @property
     def entrypoint(self) -> tuple[Arg, ...]:
+        watch = self.group.words(self.rank, self.node.name) if self.group is not None else ()
         if self.launch is not None:  # the launcher runs the steps, then execs the command it is given
-            return (Arg("/bin/sh", COMPILER), Arg(LAUNCHER_PATH, COMPILER))
-        return self.command[: self.entrypoint_words]
+            return (*watch, Arg("/bin/sh", COMPILER), Arg(LAUNCHER_PATH, COMPILER))
+        return (*watch, *self.command[: self.entrypoint_words])
 
     @property
     def arguments(self) -> tuple[Arg, ...]:

@@ -270,7 +270,7 @@ def cluster_from_document(doc: TomlDocument) -> Cluster:
     return Cluster(
         name=data["name"], path=doc.path, user=get("user"), hf_cache=get("hf_cache"), gpu=get("gpu"),
         rdma=get("rdma"), master_port=get("master_port"), ray_port=get("ray_port"),
-        transfer_port=get("transfer_port"),
+        transfer_port=get("transfer_port"), group_port=get("group_port"),
         gpu_memory_ceiling=get("gpu_memory_ceiling"), gpus_per_node=get("gpus_per_node"),
         stop_grace_period=get("stop_grace_period"),
         ulimits=Ulimits(**ulimits),  # its defaults are the schema's

@@ -38,7 +38,7 @@ RECIPE_SCALARS = ("engine", "name", "docker_image", "docker_image_dir", "dockerf
                   "tensor_parallel_size", "pipeline_parallel_size", "distributed_backend", "shm_size", "entrypoint")
 # Container options a cluster sets as defaults and a recipe overrides, key by key (schema: both files).
 CONTAINER_KEYS = ("ipc", "memory_limit", "pids_limit", "container_user", "log_max_size", "log_max_files",
-                  "health_start_period")
+                  "health_start_period", "restart", "restart_limit", "restart_window")
 
 
 @dataclass(frozen=True)
@@ -83,6 +83,9 @@ class ContainerOptions:
     log_max_size: str = "100m"  # "" leaves logging to the daemon's settings
     log_max_files: int = 3
     health_start_period: str = "30m"
+    restart: str = "group"  # "group": any rank's end restarts every rank (engines/groupwatch.py); "never"
+    restart_limit: int = 5  # group restarts within restart_window before the recipe stops for good
+    restart_window: str = "30m"
 
     @property
     def as_root(self) -> bool:
@@ -222,6 +225,7 @@ class Cluster:
     ray_args: tuple[Arg, ...] = ()
     ray_join_timeout: str = "10m"
     transfer_port: int = 29700  # `recipegen models` and `images`: receivers listen here on the fabric address
+    group_port: int = 29600  # the ranks' group watches meet on the head's fabric address here
     container: ContainerOptions = ContainerOptions()
 
     def node_env(self, node: Node) -> dict[str, str]:

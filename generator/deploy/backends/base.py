@@ -10,6 +10,7 @@ from typing import Protocol
 
 from generator.deploy.docker import reason
 from generator.deploy.findings import Finding
+from generator.deploy.group import GroupRecord
 from generator.deploy.targets import CompiledDeployment, Deployment, Target, each
 
 GONE_POLL = 0.5  # seconds between looks while waiting for a recipe's containers to be removed
@@ -78,6 +79,10 @@ class Backend(Protocol):
     def log_commands(self, dep: Deployment, nodes: tuple[Target, ...], follow: bool, tail: int | None
                      ) -> dict[str, list[str] | str]:
         """The docker command printing each node's rank log, or why there is none ("not started": nothing ran)."""
+        ...
+
+    def group(self, dep: Deployment) -> GroupRecord | None:
+        """The group restarts the head's group watch recorded; None when there is no record to read."""
         ...
 
     def stop(self, dep: Deployment) -> list[Outcome]:

@@ -8,6 +8,7 @@ from generator.deploy import findings as codes
 from generator.deploy.backends.base import (Before, Outcome, RankState, Removal, container_logs, since, wait_gone)
 from generator.deploy.docker import DockerError, JSONObject, compose_missing, reason
 from generator.deploy.findings import Finding, Severity
+from generator.deploy.group import GroupRecord, read_group
 from generator.deploy.names import container_name
 from generator.deploy.requirements import check_compose
 from generator.deploy.targets import CompiledDeployment, Deployment, Target, each
@@ -73,6 +74,10 @@ class ComposeBackend:
     def log_commands(self, dep: Deployment, nodes: tuple[Target, ...], follow: bool, tail: int | None
                      ) -> dict[str, list[str] | str]:
         return container_logs(dep, nodes, follow, tail)
+
+    def group(self, dep: Deployment) -> GroupRecord | None:
+        """The head's container keeps its watch's record across its restarts (a reboot's too)."""
+        return read_group(dep.targets[0], container_name(dep.project))
 
     def stop(self, dep: Deployment) -> list[Outcome]:
         """`compose down` on every node at once; a node that does not answer is reported, the others cleaned."""

@@ -7,6 +7,7 @@ from generator.deploy import findings as codes
 from generator.deploy.backends.base import Before, Outcome, RankState, Removal, since, wait_gone
 from generator.deploy.docker import Docker, DockerError, Failure, JSONObject, reason
 from generator.deploy.findings import Finding, Severity
+from generator.deploy.group import GroupRecord
 from generator.deploy.names import NODE_LABEL, RECIPE_LABEL, stack_service
 from generator.deploy.swarm_setup import find_manager
 from generator.deploy.targets import CompiledDeployment, Deployment, Target, each
@@ -152,6 +153,11 @@ class SwarmBackend:
         options = [*(["-f"] if follow else []), *(["--tail", str(tail)] if tail is not None else [])]
         return {t.name: self.manager.command("service", "logs", "--raw", *options, stack_service(dep.project, t.name))
                 for t in nodes}
+
+    def group(self, dep: Deployment) -> GroupRecord | None:
+        """None: each Swarm restart is a new task, a new container, so no watch keeps a record across them; Swarm
+        keeps the tasks' history instead, which `ps --swarm` shows (restarts, each task's error)."""
+        return None
 
     def wait_gone(self, dep: Deployment, nodes: tuple[Target, ...], timeout: float) -> dict[str, list[str]]:
         return wait_gone(dep, nodes, timeout)

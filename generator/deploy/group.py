@@ -1,0 +1,60 @@
+"""A deployment's group restarts as its head's group watch recorded them (engines/groupwatch.py, `restart =
+"group"`): read from the head's container with `docker cp` (it works on a stopped container too), for `ps`."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from generator.deploy.docker import DockerError
+from generator.deploy.targets import Target
+from generator.engines.groupwatch import STATE
+
+
+@dataclass(frozen=True)
+class GroupRecord:
+    restarts: int  # every group restart the head's container saw
+    recent: int  # those within the bound's window
+    limit: int | None
+    window_s: float | None
+    last_time: float | None
+    last_reason: str
+    last_line: str  # the failing engine's last error line
+    by_rank: tuple[tuple[str, int], ...]  # ("rank 1 (spark2)", restarts it caused), most first
+    halted: str | None  # why the group stopped for good, when it did
+
+    @classmethod
+    def from_state(cls, data: dict[str, Any], now: float | None = None) -> "GroupRecord":
+        restarts = [r for r in data.get("restarts") or [] if isinstance(r, dict)]
+        bound = data.get("bound") or [None, None]
+        window = bound[1]
+        now = time.time() if now is None else now
+        counts: dict[str, int] = {}
+        for r in restarts:
+            who = f"rank {r.get('rank')} ({r.get('node')})"
+            counts[who] = counts.get(who, 0) + 1
+        last = restarts[-1] if restarts else {}
+        halted = data.get("halted")
+        return cls(len(restarts), sum(1 for r in restarts if window is None or r.get("time", 0) >= now - window),
+                   bound[0], window, last.get("time"), str(last.get("reason", "")), str(last.get("line", "")),
+                   tuple(sorted(counts.items(), key=lambda kv: -kv[1])),
+                   str(halted.get("reason")) if isinstance(halted, dict) else None)
+
+
+def read_group(target: Target, container: str) -> GroupRecord | None:
+    """The record in `container` on target's node; None when there is none (no restart yet, no watch, no
+    container)."""
+    try:
+        tar = target.docker.run("cp", f"{container}:{STATE}", "-", timeout=20)
+    except DockerError:
+        return None
+    start = tar.find('{"restarts"')  # the file's JSON inside cp's tar stream (ASCII: json.dump escapes the rest)
+    if start < 0:
+        return None
+    try:
+        data, _ = json.JSONDecoder().raw_decode(tar[start:])
+    except ValueError:
+        return None
+    return GroupRecord.from_state(data) if isinstance(data, dict) else None

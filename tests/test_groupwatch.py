@@ -1,0 +1,133 @@
+"""The group watch (generator/engines/groupwatch.py) on loopback, as real processes: a head's and a worker's watch,
+each running a small "engine" of its own. The lab tests run it under Docker with the real vLLM
+(test_real_engine_lab.py); these pin the protocol itself: the group meets before any engine starts, one rank's end
+ends every rank with the cause recorded, a stopped node's watch exits 143, and the bound stops the group for good."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from generator.engines import groupwatch
+
+WATCH = Path(groupwatch.__file__)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start(tmp: Path, rank: int, port: int, engine: str, limit: int = 5) -> subprocess.Popen:
+    """A watch of rank `rank` (of 2) whose engine is `python3 -c engine`; its state in tmp/state-RANK.json."""
+    argv = [sys.executable, str(WATCH), "--rank", str(rank), "--ranks", "2", "--node", f"n{rank}",
+            "--head", "127.0.0.1", "--port", str(port), "--limit", str(limit), "--window", "600", "--grace", "2",
+            "--", sys.executable, "-c", engine]
+    env = {**os.environ, "RECIPEGEN_GROUP_STATE": str(tmp / f"state-{rank}.json")}
+    return subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def state(tmp: Path, rank: int) -> dict:
+    return json.loads((tmp / f"state-{rank}.json").read_text())
+
+
+SERVE = "import time, sys; print('engine up', flush=True); time.sleep(600)"
+CRASH = "import sys, time; time.sleep(1); print('ValueError: out of KV cache', file=sys.stderr, flush=True); sys.exit(3)"
+
+
+def finish(proc: subprocess.Popen, timeout: float = 30) -> tuple[int, str, str]:
+    out, err = proc.communicate(timeout=timeout)
+    return proc.returncode, out, err
+
+
+def test_no_engine_starts_until_the_group_met(tmp_path: Path):
+    port = free_port()
+    head = start(tmp_path, 0, port, SERVE)
+    time.sleep(2)
+    assert head.poll() is None
+    head.send_signal(signal.SIGTERM)  # the worker never came: the head's engine never started
+    status, out, err = finish(head)
+    assert status == 143 and "engine up" not in out
+    assert "stopped while its group met" in state(tmp_path, 0)["restarts"][-1]["reason"]
+
+
+def test_one_ranks_crash_ends_every_rank_and_the_head_records_who_and_why(tmp_path: Path):
+    port = free_port()
+    head = start(tmp_path, 0, port, SERVE)
+    worker = start(tmp_path, 1, port, CRASH)
+    w_status, _, w_err = finish(worker)
+    h_status, h_out, _ = finish(head)
+    assert (w_status, h_status) == (1, 1)  # both exit non-zero: Docker's on-failure restarts both
+    assert "engine up" in h_out  # the head's engine had started: the group met
+    last = state(tmp_path, 0)["restarts"][-1]
+    assert last["rank"] == 1 and last["node"] == "n1"
+    assert "rank 1 (n1): the engine exited with status 3" in last["reason"]
+    assert last["line"] == "ValueError: out of KV cache"
+    assert "ValueError: out of KV cache" in w_err  # the engine's own output still reaches docker logs
+
+
+def test_a_stopped_worker_exits_143_and_the_head_restarts_the_group(tmp_path: Path):
+    port = free_port()
+    head = start(tmp_path, 0, port, SERVE)
+    worker = start(tmp_path, 1, port, SERVE)
+    time.sleep(4)  # the group met, both engines run
+    worker.send_signal(signal.SIGTERM)  # its node shuts down
+    assert finish(worker)[0] == 143  # on-failure restarts it when its dockerd starts again
+    assert finish(head)[0] == 1
+    assert "rank 1 (n1) stopped (SIGTERM" in state(tmp_path, 0)["restarts"][-1]["reason"]
+
+
+def test_at_its_bound_the_group_stops_for_good_and_says_why(tmp_path: Path):
+    port = free_port()
+    now = time.time()
+    recent = [{"time": now - 10 * i, "reason": "rank 1 (n1): the engine exited with status 3", "rank": 1,
+               "node": "n1", "line": "ValueError: out of KV cache"} for i in range(2)]
+    (tmp_path / "state-0.json").write_text(json.dumps({"restarts": recent, "halted": None}))
+    head = start(tmp_path, 0, port, SERVE, limit=2)
+    worker = start(tmp_path, 1, port, SERVE, limit=2)
+    w_status, w_out, w_err = finish(worker, timeout=90)
+    assert w_status == 0 and "engine up" not in w_out  # exit 0: on-failure does not restart it
+    assert "the head says: 2 restarts within 600s" in w_err, w_err
+    head.send_signal(signal.SIGTERM)  # it stays a while to tell late ranks; a stop ends that too
+    h_status, h_out, _ = finish(head, timeout=30)
+    assert h_status == 0 and "engine up" not in h_out
+    assert state(tmp_path, 0)["halted"]["reason"].startswith("2 restarts within 600s")
+    assert state(tmp_path, 1)["halted"]  # the worker recorded it too: after a reboot it stays stopped
+
+
+def test_a_group_of_one_takes_no_port(tmp_path: Path):
+    with socket.socket() as taken:  # the group port busy: a watch that asked for it would fail before its engine
+        taken.bind(("0.0.0.0", 0))
+        taken.listen()
+        argv = [sys.executable, str(WATCH), "--rank", "0", "--ranks", "1", "--node", "n0", "--head", "127.0.0.1",
+                "--port", str(taken.getsockname()[1]), "--limit", "5", "--window", "600", "--grace", "2", "--",
+                sys.executable, "-c", CRASH]
+        env = {**os.environ, "RECIPEGEN_GROUP_STATE": str(tmp_path / "s.json")}
+        done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=30)
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert json.loads((tmp_path / "s.json").read_text())["restarts"][-1]["line"] == "ValueError: out of KV cache"
+
+
+def test_ps_reads_the_record_as_the_watch_wrote_it(tmp_path: Path):
+    """`recipegen ps` reads the head's state file: who failed, how often, the last line, whether it stopped."""
+    from generator.cli.deploy import group_lines
+    from generator.deploy.group import GroupRecord
+
+    port = free_port()
+    head = start(tmp_path, 0, port, SERVE)
+    worker = start(tmp_path, 1, port, CRASH)
+    finish(worker), finish(head)
+    record = GroupRecord.from_state(state(tmp_path, 0))
+    assert (record.restarts, record.recent, record.limit) == (1, 1, 5)
+    assert record.by_rank == (("rank 1 (n1)", 1),) and record.last_line == "ValueError: out of KV cache"
+    lines = group_lines("r", record)
+    assert "1 group restart(s) (1 within the window; bound 5 in 10m)" in lines[0]
+    assert lines[0].endswith("the engine exited with status 3: ValueError: out of KV cache")
+    assert record.halted is None and not any("STOPPED" in li for li in lines)
