@@ -278,3 +278,12 @@ def test_fit_reads_safetensors_headers_in_a_model_folder(tmp_path, monkeypatch):
     assert "safetensors headers (1 file)" in result.stdout
     row = next(line for line in result.stdout.splitlines() if line.startswith("rank 0"))
     assert "6.0 GiB" in row  # 3 + 1 + 1 + 1 GiB, as the header says
+
+
+def test_explain_shows_the_same_figures_as_fit(cache, tmp_path):
+    path = recipe(tmp_path, "Qwen/Qwen3-32B", ["--max-model-len", "32768"])
+    fit = run("fit", str(path), "--cluster", str(CLUSTER))
+    explained = run("explain", str(path), "--cluster", str(CLUSTER))
+    rows = [line for line in fit.stdout.splitlines() if line.startswith(("ranks", "rank "))]
+    assert rows and all(f"  {row}" in explained.stdout.splitlines() for row in rows)
+    assert "memory per rank (recipegen fit)" in explained.stdout

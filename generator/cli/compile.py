@@ -166,13 +166,13 @@ def explain(recipe: str, cluster_path: Path | None, node_name: str | None) -> No
 
     Values are byte for byte: control and invisible characters are escaped (bash $'...' in shell words, TOML
     \\uXXXX in values), never dropped."""
-    from generator.explain import explain as explain_plan
+    from generator.explain import explain as explain_plan, fit_section
 
     plan, _, warnings = compile_recipe(recipe, inputs(cluster_path, refs=(recipe,)))
     if node_name and node_name not in {n.node.name for n in plan.nodes}:
         raise click.BadParameter(f"'{node_name}' is not one of the recipe's nodes: "
                                  f"{', '.join(n.node.name for n in plan.nodes)}", param_hint="--node")
-    for title, lines in explain_plan(plan, node_name):
+    for title, lines in [*explain_plan(plan, node_name), fit_section(plan)]:
         click.secho(title, bold=True)
         width = min(max((len(line.text) for line in lines), default=0), 72)
         for line in lines:

@@ -1,44 +1,16 @@
 """`recipegen fit RECIPE`: each rank's memory as a small table (budget, weights, overhead, KV cache, one
-full-length request, headroom) and the `fit` rules' judgements. `explain` prints the same table. Formats only:
-the figures come from generator.check.fitreport, the judgements from generator.check.fit."""
+full-length request, headroom; generator.explain.fit_lines, which `explain` prints too) and the `fit` rules'
+judgements. Formats only: the figures come from generator.check.fitreport, the judgements from
+generator.check.fit."""
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import click
 
 from generator.cli.compile import cluster_option, print_diagnostics
-
-if TYPE_CHECKING:
-    from generator.check.fitreport import FitReport
-
-
-def fit_lines(r: FitReport) -> list[str]:
-    """The report as text lines: what was read, then one row per pipeline stage's ranks."""
-    from generator.check.fit import gib
-
-    s = r.settings
-    lines = [f"model {r.model}: config from {r.read_from}; weights {r.weights_from}",
-             f"tensor x pipeline = {s.tp} x {s.pp}; {r.flag('utilization')} {s.utilization:g} of gpu_memory "
-             f"{gib(s.gpu_memory)}; {r.flag('length')}: {r.length_said}; KV cache dtype {s.kv_dtype}; "
-             f"{r.flag('seqs')} {s.max_num_seqs}; {r.flag('batched')} {s.max_num_batched_tokens}"]
-    header = ("ranks (nodes)", "layers", "budget", "weights", "overhead", "KV cache", "1 request", "headroom",
-              "tokens", "requests")
-    rows = [header]
-    for m in r.ranks:
-        tokens, concurrency = m.capacity(r.length) if r.length > 0 else (0, 0.0)
-        need = m.request_bytes(r.length) if r.length > 0 else 0.0
-        rows.append((r.rank_nodes(m), str(m.layers), gib(m.budget), gib(m.weights), gib(m.overhead),
-                     gib(m.pool), gib(need), gib(m.pool - need), f"{tokens:,}", f"{concurrency:.1f}"))
-    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
-    lines += ["  ".join(cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in enumerate(zip(row, widths)))
-              for row in rows]
-    lines += [f"not counted: {what}" for what in r.uncounted]
-    return lines
-
 
 @click.command()
 @click.argument("recipe")
@@ -67,6 +39,8 @@ def fit(recipe: str, cluster_path: Path | None, config: Path | None) -> None:
                                       f"memory per rank not judged: {report.reason}; give the model's config.json or "
                                       "folder with --config", Severity.NOTE, "fit-unknown")])
         return
+    from generator.explain import fit_lines
+
     for line in fit_lines(report):
         click.echo(line)
     found = [Diagnostic(j.origin.file or loaded.document.shown, j.origin.line, j.origin.col or 1, j.key,
