@@ -287,3 +287,35 @@ def test_explain_shows_the_same_figures_as_fit(cache, tmp_path):
     rows = [line for line in fit.stdout.splitlines() if line.startswith(("ranks", "rank "))]
     assert rows and all(f"  {row}" in explained.stdout.splitlines() for row in rows)
     assert "memory per rank (recipegen fit)" in explained.stdout
+
+
+def test_gpt_oss_weights_match_vllms_marlin_log():
+    """vllm-project/vllm#23278: gpt-oss-120b on one H100, Marlin MoE: "Model loading took 65.9651 GiB" (MXFP4
+    experts, padded as vLLM's Marlin kernel needs; attention, embedding and lm_head in bf16)."""
+    shape = model_shape(config("openai/gpt-oss-120b"))
+    assert abs(shape.weights.total(shape.layers) / GIB - 65.9651) / 65.9651 < 0.05
+
+
+def _weights(result) -> float:
+    row = next(line for line in result.stdout.splitlines() if line.startswith("rank 0"))
+    return float(row.split("GiB")[1].strip())
+
+
+def test_speculative_drafts_are_counted_or_named(cache, tmp_path):
+    """MTP loads the model's own next-token layers (DeepSeek-V3: one layer, ~11.5B parameters in FP8, split over
+    TP 2); a method recipegen cannot size is named as not counted."""
+    big = tmp_path / "cluster.toml"
+    big.write_text(CLUSTER.read_text("utf-8").replace("gpu_memory_ceiling = 0.9",
+                                                      'gpu_memory_ceiling = 0.9\ngpu_memory = "400GiB"'), "utf-8")
+    base = ["--max-model-len", "32768"]
+
+    def fit_with(name: str, *spec: str):
+        return run("fit", str(recipe(tmp_path, "deepseek-ai/DeepSeek-V3", [*base, *spec], name=name)),
+                   "--cluster", str(big))
+
+    plain = fit_with("plain")
+    mtp = fit_with("mtp", "--speculative-config", """'{"method": "mtp", "num_speculative_tokens": 1}'""")
+    added = _weights(mtp) - _weights(plain)
+    assert 11.5e9 / 2 / GIB * 0.9 < added < 11.5e9 / 2 / GIB * 1.3, (plain.stdout, mtp.stdout)
+    other = fit_with("dspark", "--speculative-config", """'{"method": "dspark", "num_speculative_tokens": 5}'""")
+    assert "not counted: the 'dspark' draft" in other.stdout

@@ -156,7 +156,7 @@ def _extras(recipe: Recipe, shape: ModelShape, scale: float, settings: Settings)
         weights = float(found.weights.total) if found.weights else draft.weights.total(draft.layers)
         full, sliding = kv_per_token(draft, draft.layers, settings.tp, settings.kv_dtype)
         return [Extra(f"draft {model}", weights, full + sliding)], []
-    if MTP_METHODS.search(method) or shape.nextn_layers and not model:
+    if MTP_METHODS.search(method):
         if not shape.nextn_layers:
             return [], [f"the {method or 'speculative'} draft (the model's config names no MTP layers)"]
         layers = shape.nextn_layers

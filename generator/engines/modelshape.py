@@ -119,7 +119,12 @@ def _weights(cfg: dict[str, Any], layers: int, hidden: int, heads: int, kv_heads
     if experts:
         expert_ffn = _int(cfg, "moe_intermediate_size", "intermediate_size")
         shared = (_int(cfg, "n_shared_experts") * expert_ffn or _int(cfg, "shared_expert_intermediate_size"))
-        moe_layer = experts * 3 * hidden * expert_ffn * experts_bytes + 3 * hidden * shared * linear
+        expert_hidden, expert_width = hidden, expert_ffn
+        if _quant_method(cfg) == "mxfp4":
+            # vLLM's mxfp4.py pads the experts for its Marlin MoE kernel ("n % 256 == 0 and k % 128 == 0"):
+            # hidden to a multiple of 256, the expert width to 128 (gpt-oss: 2880 -> 3072 and 2944).
+            expert_hidden, expert_width = -(-hidden // 256) * 256, -(-expert_ffn // 128) * 128
+        moe_layer = (experts * 3 * expert_hidden * expert_width * experts_bytes + 3 * hidden * shared * linear)
         dense_layers = _dense_layers(cfg, layers)
         ffn = (moe_layer * (layers - dense_layers) + dense_ffn * linear * dense_layers) / layers
         mtp_ffn = moe_layer
@@ -156,6 +161,11 @@ def _dense_layers(cfg: dict[str, Any], layers: int) -> int:
     if step > 1:
         count += layers - layers // step
     return min(count, layers)
+
+
+def _quant_method(cfg: dict[str, Any]) -> str:
+    quant = cfg.get("quantization_config")
+    return str(quant.get("quant_method") or "").lower() if isinstance(quant, dict) else ""
 
 
 def _linear_bytes(cfg: dict[str, Any], dtype_bytes: float) -> tuple[float, float]:
