@@ -63,8 +63,21 @@ def kv_row(what: str, source: str, cfg: dict[str, object], tp: int, kv_dtype: st
     return Row(what, source, f"{tokens:,} tokens", f"{estimate:,.0f} tokens", estimate / tokens - 1, why)
 
 
+def end_to_end_row(what: str, source: str, cfg: dict[str, object], settings: Settings, tokens: int,
+                   why: str = "") -> Row:
+    """The whole estimate: budget - weights - overhead, then the tokens that pool holds."""
+    shape = model_shape(cfg)
+    vocab = int(str(cfg.get("vocab_size", 0)))
+    rank = per_rank(shape, shape.weights.total(shape.layers) - shape.weights.mtp, settings, (),
+                    (vocab, shape.hidden))[0]
+    length = settings.max_model_len or shape.max_position or 1
+    estimate, _ = rank.capacity(length)
+    return Row(what, source, f"{tokens:,} tokens", f"{estimate:,} tokens (pool {rank.pool / GIB:.2f} GiB)",
+               estimate / tokens - 1, why)
+
+
 def rows() -> list[Row]:
-    fp8 = {"quant_method": "fp8", "fmt": "e4m3", "weight_block_size": [128, 128]}
+    fp8: dict[str, object] = {"quant_method": "fp8", "fmt": "e4m3", "weight_block_size": [128, 128]}
     return [
         weights_row("Qwen3-30B-A3B (bf16 MoE), TP 4", "vllm-project/vllm#17469: Model loading took 14.2474 GiB",
                     config("Qwen/Qwen3-30B-A3B"), 4, 14.2474),
@@ -75,10 +88,23 @@ def rows() -> list[Row]:
                     "Triton path pads less"),
         weights_row("gpt-oss-120b, TP 1, H100, Marlin MoE", "vllm-project/vllm#23278: Model loading took 65.9651 GiB",
                     config("openai/gpt-oss-120b"), 1, 65.9651),
+        weights_row("DeepSeek-V4-Flash-0731 (FP4 experts, FP8 rest), TP 2, on GB10s",
+                    "the seed recipe deepseek-v4-flash-eugr-agent: weights ~77.7 GiB of ~119.6 GiB per node",
+                    {**config("deepseek-ai/DeepSeek-V4-Flash-Base"), "expert_dtype": "fp4",
+                     "quantization_config": fp8}, 2, 77.7,
+                    "assumed checkpoint: the V4-Flash-Base config with FP8 quantization_config and FP4 experts (the "
+                    "released config.json is not among the fixtures); V4's hyper-connections, indexer and compressor "
+                    "weights and the embedded draft are not counted"),
         kv_row("Qwen3-235B-A22B-FP8, TP 4, KV auto (bf16)",
                "vllm-project/vllm#21348: Available KV cache memory: 8.11 GiB, GPU KV cache size: 178,880 tokens",
                quantised("Qwen/Qwen3-235B-A22B-2507", fp8), 4, "auto", 8.11, 178_880,
                "the log's 8.11 is rounded to 10 MiB; vLLM keeps one null block back"),
+        end_to_end_row("the same, whole estimate: 4 x H100 80 GB (79.2 GiB as vLLM reports such cards), "
+                       "--gpu-memory-utilization 0.9 (default)", "vllm-project/vllm#21348: 178,880 tokens in 8.11 GiB",
+                       quantised("Qwen/Qwen3-235B-A22B-2507", fp8),
+                       Settings(4, 1, int(79.2 * GIB), 0.9, 262144, 1024, 8192), 178_880,
+                       "the overhead is estimated, not profiled: the log shows 3.6 GiB less pool than the estimate "
+                       "(its run also had an LMCache KV connector and 94 MoE layers' buffers)"),
     ]
 
 

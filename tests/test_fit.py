@@ -70,6 +70,7 @@ def gib_in(text: str, label: str) -> float:
     ("Qwen/Qwen3-8B", 8.2),  # model card: 8.2B
     ("Qwen/Qwen3-30B-A3B", 30.5),  # model card: 30.5B in total
     ("meta-llama/Llama-3.1-8B", 8.03),  # model card: 8.03B
+    ("Qwen/Qwen3-4B", 4.0),  # model card: 4.0B; tied embeddings, counted once
 ])
 def test_bf16_weights_match_the_model_cards_parameter_counts(model, params_b):
     shape = model_shape(config(model))
@@ -84,6 +85,14 @@ def test_fp8_moe_with_mla_and_mtp_matches_deepseek_v3s_card():
     main_bytes = shape.weights.total(shape.layers) - shape.weights.mtp
     assert abs(main_bytes / 1e9 - (671 + 0.9 * 2)) / 671 < 0.03
     assert 11 < shape.weights.mtp / 1e9 < 16  # "11.5B unique parameters" (README_WEIGHTS.md)
+
+
+def test_fp8_moe_without_shared_experts_matches_minimax_m2s_card():
+    """MiniMax-M2's card: 230B total parameters, FP8 (embedding and lm_head, 0.6B each, kept in bf16)."""
+    shape = model_shape(config("MiniMaxAI/MiniMax-M2"))
+    stored = shape.weights.total(shape.layers) - shape.weights.embed - shape.weights.head
+    params = stored + (shape.weights.embed + shape.weights.head) / 2
+    assert abs(params / 1e9 - 230) / 230 < 0.03
 
 
 def test_weights_per_rank_match_vllms_log_for_qwen3_30b_a3b_on_four_gpus(cache, tmp_path):
@@ -319,3 +328,13 @@ def test_speculative_drafts_are_counted_or_named(cache, tmp_path):
     assert 11.5e9 / 2 / GIB * 0.9 < added < 11.5e9 / 2 / GIB * 1.3, (plain.stdout, mtp.stdout)
     other = fit_with("dspark", "--speculative-config", """'{"method": "dspark", "num_speculative_tokens": 5}'""")
     assert "not counted: the 'dspark' draft" in other.stdout
+
+
+def test_docs_table_is_what_the_accuracy_script_prints():
+    """docs/fit.md's table of errors is benchmarks/fit_accuracy.py's output, not figures typed by hand."""
+    import subprocess
+    import sys
+
+    printed = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "fit_accuracy.py")], capture_output=True,
+                             text=True, check=True, timeout=60).stdout
+    assert printed.strip() and printed.strip() in (ROOT / "docs" / "fit.md").read_text("utf-8")

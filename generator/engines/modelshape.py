@@ -175,6 +175,8 @@ def _linear_bytes(cfg: dict[str, Any], dtype_bytes: float) -> tuple[float, float
         return dtype_bytes, dtype_bytes
     method = str(quant.get("quant_method") or "").lower()
     algo = str(quant.get("quant_algo") or "").lower()
+    if cfg.get("expert_dtype") == "fp4" and method == "fp8":  # DeepSeek-V4: FP4 experts (a scale per 32), FP8 rest
+        return 1.0, 0.5 + 1 / 32
     bits = _int(quant, "bits", "w_bit", "num_bits")
     group = _int(quant, "group_size", "q_group_size", default=128)
     if method == "mxfp4":  # gpt-oss: experts only, 4-bit values + one e8m0 scale per 32 (OCP MX format)
