@@ -1,5 +1,6 @@
 """`recipegen explain`: the resolved recipe and each node's exact command and environment, every value with
-where it came from (parent recipe, recipe, cluster, node, compiler, default). Reads the plan only."""
+where it came from (parent recipe, recipe, cluster, node, compiler, default), read from the plan; then memory per
+rank as `recipegen fit` shows it (fit_lines: the model's config.json read from this machine)."""
 
 from __future__ import annotations
 

@@ -338,3 +338,12 @@ def test_docs_table_is_what_the_accuracy_script_prints():
     printed = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "fit_accuracy.py")], capture_output=True,
                              text=True, check=True, timeout=60).stdout
     assert printed.strip() and printed.strip() in (ROOT / "docs" / "fit.md").read_text("utf-8")
+
+
+def test_fit_exits_1_only_when_a_rank_cannot_load(cache, tmp_path):
+    too_big = run("fit", str(recipe(tmp_path, "deepseek-ai/DeepSeek-V3", ["--max-model-len", "32768"])),
+                  "--cluster", str(CLUSTER))
+    assert too_big.exit_code == 1 and "error[fit]" in too_big.stderr and "rank 0-1" in too_big.stdout
+    too_long = run("fit", str(recipe(tmp_path, "Qwen/Qwen3-32B", ["--max-model-len", "262144"], nodes=1,
+                                     name="long")), "--cluster", str(CLUSTER))
+    assert too_long.exit_code == 0 and "warning[fit-context]" in too_long.stderr
