@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from generator.check.registry import flags
@@ -215,6 +215,4 @@ def report_from(recipe: Recipe, cluster: Cluster | None, files: ModelFiles) -> F
 
 
 def _no_overhead(memory: RankMemory) -> RankMemory:
-    from dataclasses import replace
-
     return replace(memory, overhead=0.0)

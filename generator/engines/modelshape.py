@@ -28,7 +28,7 @@ class WeightParts:
     """Bytes of the weights as stored, by where vLLM places them across pipeline stages."""
 
     embed: float
-    head: float  # 0 when tied to the embedding (vLLM then holds one copy, on the first stage... and the last)
+    head: float  # 0 when tied to the embedding: one stage holds one copy; with PP the last stage holds its own
     layer: float  # one decoder layer (the mean, for MoE models with a few dense layers)
     mtp: float  # the multi-token-prediction layers the checkpoint carries (num_nextn_predict_layers)
 
