@@ -95,7 +95,7 @@ def compile_one(path: Path, cluster: Cluster, root: Path, out_dir: Path,
                 strict: bool = False) -> tuple[RecipePlan, dict[str, str], list[Diagnostic]]:
     recipe = load_recipe(path, root / "recipes")
     findings = lint_recipe(recipe, cluster, launcher_sizes)
-    failing = [f for f in findings if f.is_error or strict]
+    failing = [f for f in findings if f.fails(strict)]
     if failing:
         raise RecipegenError(findings)
     plan = plan_recipe(recipe, cluster, root, out_dir)

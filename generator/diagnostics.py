@@ -21,6 +21,7 @@ def one_line(text: str) -> str:
 class Severity(str, Enum):
     ERROR = "error"
     WARNING = "warning"
+    NOTE = "note"  # information a rule found (a model's KV capacity): never fails, not even with --strict
 
 
 @dataclass(frozen=True, order=True)
@@ -46,6 +47,10 @@ class Diagnostic:
     @property
     def is_error(self) -> bool:
         return self.severity is Severity.ERROR
+
+    def fails(self, strict: bool) -> bool:
+        """Errors fail; warnings fail with --strict; notes never."""
+        return self.is_error or (strict and self.severity is Severity.WARNING)
 
 
 class ExternalError(Exception):

@@ -1,14 +1,18 @@
 """`recipegen explain`: the resolved recipe and each node's exact command and environment, every value with
-where it came from (parent recipe, recipe, cluster, node, compiler, default). Reads the plan only."""
+where it came from (parent recipe, recipe, cluster, node, compiler, default), read from the plan; then memory per
+rank as `recipegen fit` shows it (fit_lines: the model's config.json read from this machine)."""
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
 
+from generator.check.fit import gib
+from generator.check.fitreport import FitReport, fit_report
 from generator.plan.types import Launch, NodePlan, RecipePlan
 from generator.resolve.argwords import group_flags
 from generator.resolve.model import RECIPE_SCALARS, Origin
+from generator.resolve.modelfiles import NotFound
 
 
 @dataclass(frozen=True)
@@ -38,6 +42,37 @@ def explain(plan: RecipePlan, node_name: str | None = None) -> list[tuple[str, l
         if node_name is None or node.node.name == node_name:
             sections.append(_node_section(plan, node))
     return sections
+
+
+def fit_section(plan: RecipePlan) -> tuple[str, list[Line]]:
+    """Memory per rank, as `recipegen fit` shows it (the model's config.json read from this machine)."""
+    report = fit_report(plan.recipe, plan.cluster)
+    if isinstance(report, NotFound):
+        return "memory per rank (recipegen fit)", [Line(f"not judged: {report.reason}")]
+    return "memory per rank (recipegen fit)", [Line(text) for text in fit_lines(report)]
+
+
+def fit_lines(r: FitReport) -> list[str]:
+    """The report as text lines: what was read, then one row per pipeline stage's ranks."""
+    s = r.settings
+    lines = [f"model {r.model}: config from {r.read_from}; weights {r.weights_from}",
+             f"tensor x pipeline = {s.tp} x {s.pp}; {r.flag('utilization')} {s.utilization:g} of gpu_memory "
+             f"{gib(s.gpu_memory)}; context: {r.length_said}; KV cache dtype {s.kv_dtype}; "
+             f"{r.flag('seqs')} {s.max_num_seqs}; {r.flag('batched')} {s.max_num_batched_tokens}"]
+    header = ("ranks (nodes)", "layers", "budget", "weights", "overhead", "KV cache", "1 request", "headroom",
+              "tokens", "requests")
+    rows = [header]
+    for m in r.ranks:
+        tokens, concurrency = m.capacity(r.length) if r.length > 0 else (0, 0.0)
+        need = m.request_bytes(r.length) if r.length > 0 else 0.0
+        rows.append((r.rank_nodes(m), str(m.layers), gib(m.budget), gib(m.weights), gib(m.overhead),
+                     gib(m.pool), gib(need), gib(m.pool - need), f"{tokens:,}", f"{concurrency:.1f}"))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    lines += ["  ".join(cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in enumerate(zip(row, widths)))
+              for row in rows]
+    lines += [f"not counted: {what}" for what in r.uncounted]
+    return lines
+
 
 
 def _node_section(plan: RecipePlan, node: NodePlan) -> tuple[str, list[Line]]:

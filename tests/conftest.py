@@ -24,3 +24,14 @@ def update_golden(request: pytest.FixtureRequest) -> bool:
 @pytest.fixture
 def repo_root() -> Path:
     return ROOT
+
+
+# The `fit` rules read models' config.json from this machine's Hugging Face cache: every test runs against none
+# (a cache that does not exist: the rules say nothing), so no developer's cache changes a result. The fit tests
+# point HF_HUB_CACHE at tests/fixtures/hf-cache themselves.
+HF_FIXTURE_CACHE = ROOT / "tests" / "fixtures" / "hf-cache" / "hub"
+
+
+@pytest.fixture(autouse=True)
+def _no_local_hf_cache(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path_factory.getbasetemp() / "no-hf-cache"))

@@ -24,7 +24,7 @@ from generator.cli import main
 ROOT = Path(__file__).resolve().parent.parent
 LINT = ROOT / "tests" / "lint"
 CLUSTER = LINT / "cluster.toml"
-FINDING = re.compile(r"^(?P<file>[^:\n]+):(?P<line>\d+):(?P<col>\d+): (?P<severity>error|warning)\[(?P<rule>[a-z-]+)\]: "
+FINDING = re.compile(r"^(?P<file>[^:\n]+):(?P<line>\d+):(?P<col>\d+): (?P<severity>error|warning|note)\[(?P<rule>[a-z-]+)\]: "
                      r"(?P<key>[^:\n]+): (?P<message>.*)$", re.M)
 HOW_TO_PASS = "list its name in `pass_env`"
 
@@ -69,9 +69,10 @@ class Bad:
     names: tuple[str, ...]  # the flag / variable / value the message must name
     folder: str = "bad"
     col: int = 1  # where the key, the array element or the [[table]] name starts, counted by hand
+    hf_cache: bool = False  # the `fit` rules: run with tests/fixtures/hf-cache as the local Hugging Face cache
 
 
-ERROR, WARNING = "error", "warning"
+ERROR, WARNING, NOTE = "error", "warning", "note"
 # Line numbers counted by hand from the fixtures (see each file).
 CASES = [
     Bad("owned-flag", ERROR, 11, "args", ("'--node-rank'", "set by the compiler"), col=5),
@@ -123,6 +124,13 @@ CASES = [
     Bad("build-settings", WARNING, 10, "build_args", ("without `docker_image_dir` builds nothing",
                                                       "the image is pulled")),
     Bad("stack-argument", ERROR, 9, "setup", ("node node1's launcher", "above Linux's 128 KiB per argument")),
+    Bad("fit", ERROR, 4, "model", ("rank 0-1 (node1, node2)", "of weights", "budget 107.6 GiB", "cannot load"),
+        hf_cache=True),
+    Bad("fit-context", WARNING, 9, "args", ("one request of --max-model-len 131072", "check_enough_kv_cache_memory",
+                                            "the largest --max-model-len that fits is"), col=5, hf_cache=True),
+    Bad("fit-capacity", NOTE, 4, "model", ("tokens", "requests of 32,768 tokens at once"), hf_cache=True),
+    Bad("fit-unknown", NOTE, 4, "model", ("'Qwen/Qwen3-Coder-480B-A35B-Instruct'", "not judged",
+                                          "recipegen fit bad --config"), hf_cache=True),
 ]
 RULE_IDS = [r.id for r in RULES]
 
@@ -166,7 +174,11 @@ def test_lint_cluster_itself_is_clean():
 
 
 @pytest.mark.parametrize("case", CASES, ids=_id)
-def test_bad_recipe_triggers_exactly_its_rule(case: Bad):
+def test_bad_recipe_triggers_exactly_its_rule(case: Bad, monkeypatch):
+    if case.hf_cache:
+        from conftest import HF_FIXTURE_CACHE
+
+        monkeypatch.setenv("HF_HUB_CACHE", str(HF_FIXTURE_CACHE))
     path = LINT / case.rule / case.folder / "recipe.toml"
     result = validate(path)
     found = findings(result)
@@ -180,9 +192,9 @@ def test_bad_recipe_triggers_exactly_its_rule(case: Bad):
     assert f.key == case.key
     for name in case.names:
         assert name in f.message, f"message does not name {name!r}: {f.message}"
-    # errors fail validation; warnings fail only with --strict
+    # errors fail validation; warnings fail only with --strict; notes never
     assert result.exit_code == (1 if case.severity == ERROR else 0), result.output
-    assert validate(path, "--strict").exit_code == 1
+    assert validate(path, "--strict").exit_code == (0 if case.severity == NOTE else 1)
 
 
 @pytest.mark.parametrize("rule_id", RULE_IDS)

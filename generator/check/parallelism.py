@@ -67,6 +67,11 @@ def _sglang_backend(recipe: Recipe, cluster: Cluster | None) -> Findings:
 
 @rule("cudagraph-capture", WARNING, "with speculative decoding, cudagraph capture size should be max_num_seqs x (k+1)")
 def _cudagraph_capture(recipe: Recipe, cluster: Cluster | None) -> Findings:
+    # Where the engine states it: vLLM's VllmConfig._set_cudagraph_sizes (vllm/config/vllm.py) sizes a decode
+    # step as `decode_query_len = 1 + num_speculative_tokens` tokens per sequence, so the largest decode batch is
+    # max_num_seqs x (k+1) tokens and its default capture size is min(max_num_seqs x (k+1) x 2, 512), capped by
+    # max_num_batched_tokens. A smaller capture size runs the fullest decode steps without graphs. The seed
+    # recipe (deepseek-v4-flash-eugr-agent) states the rule as "max_num_seqs x (k+1) = 6 x 6 = 36".
     spec = _last(recipe, "--speculative-config")
     capture = _last(recipe, "--max-cudagraph-capture-size")
     seqs = _last(recipe, "--max-num-seqs")

@@ -1,7 +1,7 @@
 """Run the domain rules that catch a recipe which would fail at boot, before anyone waits 15 minutes for it.
 
 Each rule is a small function over the resolved recipe and the cluster that yields findings (Helm's habit), in a
-module of this package named for what it protects (args, env, fabric, flags, launch, mounts, parallelism, paths,
+module of this package named for what it protects (args, env, fabric, fit, flags, launch, mounts, parallelism, paths,
 ports, ray, secrets); the schema covers what it can express (types, enums, patterns) and the editor shows it.
 lint_recipe runs every registered rule over a recipe, lint_cluster the checks of a cluster file alone.
 """
@@ -22,6 +22,7 @@ from generator.check import flags as lint_flags, launch as lint_launch, mounts a
 from generator.check import paths as lint_paths, ports as lint_ports, ray as lint_ray  # noqa: F401
 from generator.check import args as lint_args, env as lint_env  # noqa: F401
 from generator.check import parallelism as lint_parallelism, fabric as lint_fabric  # noqa: F401
+from generator.check import fit as lint_fit  # noqa: F401
 from generator.check.secrets import SECRET_FIX, SECRET_VALUE, secret_name
 
 

@@ -24,6 +24,7 @@ COMMANDS: dict[str, Entry] = {
     "schema": Entry(_COMPILE, "schema", "Write the JSON Schemas editors and CI check recipes with."),
     "explain": Entry(_COMPILE, "explain", "Show a recipe resolved: each node's command, env, origins."),
     "diff": Entry(_COMPILE, "diff", "Show what a rebuild would change in out/, per node."),
+    "fit": Entry("generator.cli.fit", "fit", "Will a recipe's model fit its GPUs: memory per rank, judged."),
     "import": Entry("generator.cli.importing", "import_", "Import eugr/spark-vllm-docker and sparkrun recipes."),
     "up": Entry(_DEPLOY, "up", "Start a recipe on its nodes, wait until it serves, ask it once."),
     "down": Entry(_DEPLOY, "down", "Stop and remove a recipe's containers on every node."),

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from generator.diagnostics import Diagnostic, RecipegenError
+from generator.diagnostics import Diagnostic, RecipegenError, Severity
 
 if TYPE_CHECKING:
     from generator.plan.types import RecipePlan
@@ -73,7 +73,7 @@ def build(recipes: tuple[str, ...], cluster_path: Path | None, out_dir: Path | N
     print_diagnostics(given.cluster_warnings)
     if not recipes:
         print_diagnostics(project.skipped_recipes())
-    if strict and given.cluster_warnings:
+    if any(w.fails(strict) for w in given.cluster_warnings):
         sys.exit(1)
     prune = not recipes
     if not check:
@@ -122,10 +122,9 @@ def validate(files: tuple[Path, ...], cluster_path: Path | None, strict: bool) -
 
     findings = validate_paths(list(files), cluster_path)
     print_diagnostics(findings)
-    failed = [f for f in findings if f.is_error or strict]
-    if failed:
+    if any(f.fails(strict) for f in findings):
         sys.exit(1)
-    if not findings:
+    if all(f.severity is Severity.NOTE for f in findings):  # notes say what was found, not what is wrong
         click.echo("ok")
 
 
@@ -167,13 +166,13 @@ def explain(recipe: str, cluster_path: Path | None, node_name: str | None) -> No
 
     Values are byte for byte: control and invisible characters are escaped (bash $'...' in shell words, TOML
     \\uXXXX in values), never dropped."""
-    from generator.explain import explain as explain_plan
+    from generator.explain import explain as explain_plan, fit_section
 
     plan, _, warnings = compile_recipe(recipe, inputs(cluster_path, refs=(recipe,)))
     if node_name and node_name not in {n.node.name for n in plan.nodes}:
         raise click.BadParameter(f"'{node_name}' is not one of the recipe's nodes: "
                                  f"{', '.join(n.node.name for n in plan.nodes)}", param_hint="--node")
-    for title, lines in explain_plan(plan, node_name):
+    for title, lines in [*explain_plan(plan, node_name), fit_section(plan)]:
         click.secho(title, bold=True)
         width = min(max((len(line.text) for line in lines), default=0), 72)
         for line in lines:

@@ -12,6 +12,7 @@ from typing import Any
 from generator.diagnostics import Diagnostic, RecipegenError
 from generator.read.schemas import schema, valid_part, validate_document
 from generator.read.tomldoc import TomlDocument, load_toml, parse_toml
+from generator.read.units import size_bytes
 from generator.resolve.argwords import flag_name, group_flags, merge_args, split_words
 from generator.resolve.benchtable import bench_table, merged
 from generator.resolve.model import (CONTAINER_KEYS, DEFAULT, ENGINE_DEFAULT_ENTRYPOINT, RECIPE_ID, RECIPE_SCALARS, Arg,
@@ -278,6 +279,7 @@ def cluster_from_document(doc: TomlDocument) -> Cluster:
         pass_env=tuple(data.get("pass_env", [])),
         ray_args=split_words(doc, data.get("ray_args", []), "cluster", key="ray_args"),
         ray_join_timeout=get("ray_join_timeout"),
+        gpu_memory=size_bytes(get("gpu_memory")) or 0,
         container=ContainerOptions(**{k: data.get(k, props[k].get("default")) for k in CONTAINER_KEYS}))
 
 

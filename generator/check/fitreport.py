@@ -1,0 +1,218 @@
+"""Will it fit: a recipe's memory per rank, from its model's files and its flags, as data for the `fit` lint rules,
+`recipegen fit` and `explain`.
+
+The flags are read as the engines read them, with their defaults where the recipe is silent: vLLM's
+--gpu-memory-utilization 0.9 (CacheConfig), --max-num-seqs 1024 and --max-num-batched-tokens 8192 on GPUs of
+70 GiB or more, 256 and 2048 below (EngineArgs._set_default_args), --max-model-len the model's
+max_position_embeddings, -1 or `auto` its auto-fit; SGLang's --mem-fraction-static (weights and KV pool only:
+its activations and CUDA graphs live outside that share), --context-length, --max-running-requests and
+--chunked-prefill-size.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from generator.check.registry import flags
+from generator.engines.memory import GIB, Extra, RankMemory, Settings, kv_per_token, per_rank
+from generator.engines.modelshape import ModelShape, ShapeError, model_shape, text_config
+from generator.resolve.model import Cluster, NodeChoiceError, Origin, Recipe
+from generator.resolve.modelfiles import ModelFiles, NotFound, find_model, read_path
+
+# Speculative methods whose draft is the model's own multi-token-prediction layers (vLLM SpeculativeConfig), and
+# those that load no weights at all.
+MTP_METHODS = re.compile(r"mtp$|^mtp|_mtp")
+NO_WEIGHTS = ("ngram", "suffix", "ngram_gpu")
+_FLAGS = {  # setting -> (vLLM flag, SGLang flag)
+    "utilization": ("--gpu-memory-utilization", "--mem-fraction-static"),
+    "length": ("--max-model-len", "--context-length"),
+    "seqs": ("--max-num-seqs", "--max-running-requests"),
+    "batched": ("--max-num-batched-tokens", "--chunked-prefill-size"),
+    "kv_dtype": ("--kv-cache-dtype", "--kv-cache-dtype"),
+    "eager": ("--enforce-eager", "--disable-cuda-graph"),
+    "block": ("--block-size", "--page-size"),
+}
+
+
+@dataclass(frozen=True)
+class FitReport:
+    recipe: str
+    engine: str
+    model: str
+    read_from: str  # the folder or file the config came from
+    weights_from: str  # the checkpoint's sizes, or "estimated from config.json"
+    settings: Settings
+    ranks: list[RankMemory]
+    length: int  # the context judged: --max-model-len, the model's, or what auto-fit would choose
+    length_said: str  # how the recipe sets it
+    auto: bool
+    nodes: list[str]  # the node of each rank
+    origin: Origin  # where a finding points: the recipe's model line
+    length_origin: Origin | None = None  # the --max-model-len flag
+    uncounted: list[str] = field(default_factory=list)  # what the estimate leaves out (a draft it cannot read)
+
+    def flag(self, key: str) -> str:
+        """The engine's spelling of a setting's flag."""
+        return _FLAGS[key][0 if self.engine == "vllm" else 1]
+
+    def rank_nodes(self, memory: RankMemory) -> str:
+        names = dict.fromkeys(self.nodes[r] for r in memory.ranks if r < len(self.nodes))
+        shown = ", ".join(names) or "?"
+        return f"rank {memory.ranks[0]}" + (f"-{memory.ranks[-1]}" if len(memory.ranks) > 1 else "") + f" ({shown})"
+
+
+def _value(recipe: Recipe, key: str) -> tuple[str | None, Origin | None]:
+    flag = _FLAGS[key][0 if recipe.engine == "vllm" else 1]
+    groups = [g for g in flags(recipe) if g.flag == flag]
+    if not groups:
+        return None, None
+    group = groups[-1]
+    return (group.values[0] if group.values else ""), group.args[0].origin
+
+
+def _number(text: str | None) -> float | None:
+    """A number as vLLM's human_readable_int reads it: `32768`, `32k` (x1000), `32K` (x1024), `1m`, `1M`."""
+    if text is None:
+        return None
+    match = re.fullmatch(r"(-?[0-9.]+)([kKmMgG]?)", text.strip())
+    if not match:
+        return None
+    unit = match[2]
+    scale = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "K": 2**10, "M": 2**20, "G": 2**30}[unit]
+    try:
+        return float(match[1]) * scale
+    except ValueError:
+        return None
+
+
+def settings_of(recipe: Recipe, cluster: Cluster | None, shape: ModelShape) -> tuple[Settings, str, Origin | None]:
+    gpu = cluster.gpu_memory if cluster else Cluster.gpu_memory
+    big = gpu >= 70 * GIB
+    vllm = recipe.engine == "vllm"
+    util = _number(_value(recipe, "utilization")[0])
+    if util is None:
+        util = 0.9 if vllm else (cluster.gpu_memory_ceiling if cluster else 0.9)
+    text, length_origin = _value(recipe, "length")
+    length = _number(text)
+    if text is not None and text.strip().lower() == "auto":
+        length = -1
+    said = f"{_FLAGS['length'][0 if vllm else 1]} {text}" if text is not None else \
+        f"the model's max_position_embeddings ({shape.max_position})"
+    seqs = _number(_value(recipe, "seqs")[0]) or (1024 if big else 256)
+    batched = _number(_value(recipe, "batched")[0]) or (8192 if big else 2048)
+    kv_dtype = _value(recipe, "kv_dtype")[0] or "auto"
+    explicit = _number(_kv_memory(recipe))
+    settings = Settings(recipe.tensor_parallel_size, recipe.pipeline_parallel_size, gpu, util,
+                        int(length) if length is not None else shape.max_position, int(seqs), int(batched),
+                        kv_dtype, int(explicit) if explicit else None, _value(recipe, "eager")[0] is not None,
+                        int(_number(_value(recipe, "block")[0]) or 16))
+    return settings, said, length_origin
+
+
+def _kv_memory(recipe: Recipe) -> str | None:
+    if recipe.engine != "vllm":
+        return None
+    groups = [g for g in flags(recipe) if g.flag == "--kv-cache-memory-bytes"]
+    return groups[-1].values[0] if groups and groups[-1].values else None
+
+
+def _speculative(recipe: Recipe) -> dict[str, object] | None:
+    groups = [g for g in flags(recipe) if g.flag == "--speculative-config"]
+    if not groups or not groups[-1].values:
+        return None
+    try:
+        config = json.loads(groups[-1].values[0])
+    except ValueError:
+        return None  # bad-json reports it
+    return config if isinstance(config, dict) else None
+
+
+def _revision(recipe: Recipe) -> str | None:
+    groups = [g for g in flags(recipe) if g.flag == "--revision"]
+    return groups[-1].values[0] if groups and groups[-1].values else None
+
+
+def _extras(recipe: Recipe, shape: ModelShape, scale: float, settings: Settings) -> tuple[list[Extra], list[str]]:
+    """Speculative decoding's draft: MTP layers of the model itself, another model read like the main one, or
+    nothing (n-gram); a draft it cannot read is named as not counted."""
+    spec = _speculative(recipe)
+    if spec is None:
+        return [], []
+    method = str(spec.get("method") or "")
+    model = spec.get("model")
+    if method in NO_WEIGHTS:
+        return [], []
+    if (isinstance(model, str) and model and model != recipe.model) and not MTP_METHODS.search(method):
+        found = find_model(model, None, recipe.mounts)
+        if isinstance(found, NotFound):
+            return [], [f"the draft model {model} ({found.reason})"]
+        try:
+            draft = model_shape(found.config)
+        except ShapeError as exc:
+            return [], [f"the draft model {model} ({exc})"]
+        weights = float(found.weights.total) if found.weights else draft.weights.total(draft.layers)
+        full, sliding = kv_per_token(draft, draft.layers, settings.tp, settings.kv_dtype)
+        return [Extra(f"draft {model}", weights, full + sliding)], []
+    if MTP_METHODS.search(method):
+        if not shape.nextn_layers:
+            return [], [f"the {method or 'speculative'} draft (the model's config names no MTP layers)"]
+        layers = shape.nextn_layers
+        full, sliding = kv_per_token(shape, shape.layers, settings.tp, settings.kv_dtype)
+        per_layer = (full + sliding) / shape.layers
+        return [Extra(f"{layers} MTP layer(s)", shape.weights.mtp * scale, per_layer * layers)], []
+    return [], [f"the '{method}' draft's weights and KV (recipegen cannot size this method)"]
+
+
+def fit_report(recipe: Recipe, cluster: Cluster | None, given: Path | None = None) -> FitReport | NotFound:
+    """The memory of each rank of `recipe` on `cluster`; NotFound says in one line why it cannot be judged."""
+    found = read_path(given) if given is not None else find_model(recipe.model, _revision(recipe), recipe.mounts)
+    if isinstance(found, NotFound):
+        return found
+    return report_from(recipe, cluster, found)
+
+
+def report_from(recipe: Recipe, cluster: Cluster | None, files: ModelFiles) -> FitReport | NotFound:
+    try:
+        shape = model_shape(files.config)
+    except ShapeError as exc:
+        return NotFound(f"{files.where}: {exc}")
+    settings, said, length_origin = settings_of(recipe, cluster, shape)
+    estimated = shape.weights.total(shape.layers) - shape.weights.mtp
+    weights = files.weights
+    if weights is not None:
+        # A checkpoint carries its MTP layers too; vLLM loads them only as a speculative draft.
+        total = weights.total * (1 - shape.weights.mtp / shape.weights.total(shape.layers))
+        weights_from = weights.source
+    else:
+        total, weights_from = estimated, "estimated from config.json"
+    if shape.dtype_bytes == 4 and "quantization_config" not in text_config(files.config):
+        total /= 2  # vLLM's dtype "auto" loads a float32 checkpoint in 16 bits (ModelConfig._get_and_verify_dtype)
+    extras, uncounted = _extras(recipe, shape, total / estimated if estimated else 1.0, settings)
+    by_part = weights if weights is not None and weights.layers and shape.dtype_bytes != 4 else None
+    cfg = text_config(files.config)
+    parts = None
+    if by_part:  # tensors outside the decoder layers and heads (norms, a vision tower) go with the embedding
+        rest = by_part.total - (by_part.embed or 0) - (by_part.head or 0) - sum(by_part.layers.values())
+        parts = (float((by_part.embed or 0) + rest), float(by_part.head or 0))
+    ranks = per_rank(shape, total, settings, tuple(extras), (int(cfg.get("vocab_size") or 0), shape.hidden),
+                     by_part.layers if by_part else None, parts)
+    if recipe.engine == "sglang":  # its static share holds weights and KV pool; the rest lives outside it
+        ranks = [_no_overhead(r) for r in ranks]
+    auto = settings.max_model_len == -1
+    limit = shape.max_position or 131072
+    length = min(r.longest(limit) for r in ranks) if auto else (settings.max_model_len or limit)
+    try:
+        nodes = [n.name for n in cluster.nodes_for(recipe) for _ in range(cluster.gpus_per_node)] if cluster else []
+    except NodeChoiceError:
+        nodes = []
+    origin = recipe.origins.get("model") or recipe.document.origin("recipe", ())
+    return FitReport(recipe.id, recipe.engine, recipe.model, files.where, weights_from, settings, ranks, length,
+                     "auto (vLLM fits the longest context the pool holds)" if auto else said, auto, nodes, origin,
+                     length_origin, uncounted)
+
+
+def _no_overhead(memory: RankMemory) -> RankMemory:
+    return replace(memory, overhead=0.0)

@@ -1,0 +1,195 @@
+"""Memory per rank, as vLLM sizes it at boot: what each rank's weights take, what is left for the KV cache, how
+many tokens that cache holds and the longest context one sequence can have.
+
+vLLM's worker (v1/worker/gpu_worker.py, determine_available_memory): the KV cache gets
+`total GPU memory x --gpu-memory-utilization - (weights + peak activation + non-torch memory + CUDA graphs)`, or
+`--kv-cache-memory-bytes` when given. Its kv_cache_utils.py then checks that one request of `max_model_len`
+fits (check_enough_kv_cache_memory, which names the largest length that would: estimate_max_model_len's binary
+search) and logs "GPU KV cache size: N tokens" as max_concurrency x max_model_len, where max_concurrency is the
+pool over one full-length request's bytes. Page sizes (v1/kv_cache_interface.py): a full-attention layer holds
+`2 x block_size x num_kv_heads x head_size x dtype bytes` per block, num_kv_heads = max(1, kv_heads // TP)
+(ModelConfig.get_num_kv_heads); an MLA layer one latent of kv_lora_rank + qk_rope_head_dim per token, on every
+TP rank; a sliding-window layer at most `sliding_window - 1 + max_num_batched_tokens` tokens per request
+(SlidingWindowSpec.max_memory_usage_bytes). Pipeline stages split the layers as get_pp_indices does
+(distributed/utils.py): layers // PP each, the remainder to the stages before the last, the embedding on the
+first stage and lm_head on the last.
+
+The overhead (activations, NCCL and CUDA context, CUDA graphs) is vLLM's to measure at boot; here it is an
+estimate whose error docs/fit.md shows against published boot logs.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from generator.engines.modelshape import MLA_SLOT, ModelShape
+
+GIB = 1024 ** 3
+KV_DTYPE_BYTES = {"auto": 0.0, "bfloat16": 2.0, "float16": 2.0, "half": 2.0, "float": 4.0, "float32": 4.0,
+                  "fp8": 1.0, "fp8_e4m3": 1.0, "fp8_e5m2": 1.0, "fp8_inc": 1.0, "int8": 1.0,
+                  "fp8_per_token_head": 1.0, "int8_per_token_head": 1.0, "nvfp4": 0.5 + 1 / 16}
+RUNTIME = 0.75 * GIB  # CUDA context, cuBLAS workspaces, the sampler's buffers: non-torch memory in vLLM's log
+NCCL = 0.5 * GIB  # NCCL's buffers and communicators, when ranks talk to each other
+CUDA_GRAPHS = 0.75 * GIB  # captured graphs' private pool (vLLM logs 0.2 to 1.5 GiB); none with --enforce-eager
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What the recipe asks of the engine (its flags, or the engine's defaults)."""
+
+    tp: int
+    pp: int
+    gpu_memory: int  # bytes one GPU has (the cluster's gpu_memory)
+    utilization: float
+    max_model_len: int | None  # None: the model's max_position_embeddings; -1: vLLM's auto-fit
+    max_num_seqs: int
+    max_num_batched_tokens: int
+    kv_dtype: str = "auto"
+    kv_cache_memory: int | None = None  # --kv-cache-memory-bytes: the pool, bypassing the budget
+    enforce_eager: bool = False
+    block_size: int = 16
+
+
+@dataclass(frozen=True)
+class Extra:
+    """Speculative decoding's draft: its weights (before the TP split) and its layers' KV per token."""
+
+    what: str
+    weights: float
+    kv_per_token: float = 0.0  # per rank, already split
+
+
+@dataclass(frozen=True)
+class RankMemory:
+    rank: int  # the first rank of this pipeline stage (all TP ranks of a stage hold the same)
+    stage: int
+    ranks: tuple[int, ...]
+    layers: int
+    budget: float  # gpu_memory x utilization
+    weights: float
+    overhead: float
+    kv_per_token: float  # bytes per token of context on this rank, full-attention (and compressed) layers
+    swa_per_token: float  # bytes per token of the sliding-window layers, which hold at most swa_span tokens
+    swa_span: int
+    block_size: int
+    pool_given: float | None = None  # --kv-cache-memory-bytes
+
+    @property
+    def pool(self) -> float:
+        """Bytes left for the KV cache (vLLM's "Available KV cache memory")."""
+        if self.pool_given is not None:
+            return self.pool_given
+        return self.budget - self.weights - self.overhead
+
+    def request_bytes(self, tokens: int) -> float:
+        """One request of `tokens` tokens: whole blocks, the sliding layers capped at their span (+1 block)."""
+        blocks = math.ceil(tokens / self.block_size)
+        swa_blocks = math.ceil(min(self.swa_span, tokens) / self.block_size) + 1 if self.swa_per_token else 0
+        return (blocks * self.kv_per_token + swa_blocks * self.swa_per_token) * self.block_size
+
+    def usable_pool(self) -> float:
+        """The pool less the null block the block pool keeps back (get_kv_cache_configs)."""
+        return self.pool - (self.kv_per_token + self.swa_per_token) * self.block_size
+
+    def longest(self, limit: int) -> int:
+        """The largest length up to `limit` whose one request fits (estimate_max_model_len); 0 if none."""
+        pool = self.usable_pool()
+        if self.request_bytes(1) > pool:
+            return 0
+        low, high = 1, limit
+        while low < high:
+            mid = (low + high + 1) // 2
+            low, high = (mid, high) if self.request_bytes(mid) <= pool else (low, mid - 1)
+        return low
+
+    def capacity(self, length: int) -> tuple[int, float]:
+        """(tokens the pool holds, requests of `length` at once), as vLLM logs them."""
+        per_request = self.request_bytes(length)
+        if per_request <= 0:
+            return 0, 0.0
+        concurrency = max(self.usable_pool(), 0) / per_request
+        return int(concurrency * length), concurrency
+
+
+def kv_bytes_per_element(kv_dtype: str, shape: ModelShape) -> float:
+    return KV_DTYPE_BYTES.get(kv_dtype) or shape.dtype_bytes
+
+
+def kv_per_token(shape: ModelShape, layers: int, tp: int, kv_dtype: str) -> tuple[float, float]:
+    """(bytes per token of the full/compressed layers, of the sliding-window layers) on one rank holding
+    `layers` of the model's layers (a pipeline stage's share, spread evenly over the kinds of layer)."""
+    share = layers / shape.layers
+    if shape.is_mla:
+        slot = MLA_SLOT.get(shape.model_type, MLA_SLOT[None]) if kv_dtype in ("fp8_ds_mla", "nvfp4_ds_mla") else \
+            shape.mla_width * kv_bytes_per_element(kv_dtype, shape)
+        if shape.model_type == "deepseek_v4" and kv_dtype.startswith("fp8"):
+            slot = MLA_SLOT["deepseek_v4"]  # V4 packs its fp8 cache into 584-byte slots
+        if shape.compress_ratios:  # V4: one slot per r tokens in layers with r > 1; the rest slide
+            compressed = sum(slot / r for r in shape.compress_ratios if r > 1)
+            sliding = sum(1 for r in shape.compress_ratios if r <= 1)
+            return compressed * share, sliding * slot * share
+        return shape.layers * slot * share, 0.0
+    heads = max(1, shape.kv_heads // tp)
+    per_layer = 2 * heads * shape.head_dim * kv_bytes_per_element(kv_dtype, shape)
+    full = shape.layers - shape.sliding_layers
+    return full * per_layer * share, shape.sliding_layers * per_layer * share
+
+
+def stage_layers(layers: int, pp: int) -> list[int]:
+    """vLLM's get_pp_indices: layers // pp per stage, the remainder one each to the stages before the last."""
+    parts = [layers // pp] * pp
+    for i in range(2, layers % pp + 2):
+        parts[-i] += 1
+    return parts
+
+
+def overhead(shape: ModelShape, settings: Settings, vocab_hidden: tuple[int, int]) -> float:
+    """Activations of the profiling run, the runtime, NCCL and CUDA graphs: an estimate (see module doc)."""
+    vocab, hidden = vocab_hidden
+    # The profiling run: max_num_batched_tokens through the widest layer (residual stream, attention and MLP
+    # intermediates, ~16 hidden-sized bf16 buffers at the peak) and the sampler's dummy run over max_num_seqs
+    # rows of fp32 logits (logits, probabilities, log-probabilities and a sort buffer: 4 copies). Rough: a public
+    # vLLM log (vllm#50722, vocab 248,320, 1,024 seqs) shows 5.66 GiB of peak activation where this gives ~4.
+    activations = settings.max_num_batched_tokens * hidden * 2 * 16 / settings.tp
+    sampler = settings.max_num_seqs * vocab * 4 * 4
+    world = settings.tp * settings.pp
+    return (RUNTIME + (NCCL if world > 1 else 0) + (0 if settings.enforce_eager else CUDA_GRAPHS)
+            + activations + sampler)
+
+
+def per_rank(shape: ModelShape, weights_total: float, settings: Settings, extras: tuple[Extra, ...] = (),
+             vocab_hidden: tuple[int, int] = (0, 0), layer_bytes: dict[int, int] | None = None,
+             embed_head: tuple[float, float] | None = None) -> list[RankMemory]:
+    """Each pipeline stage's rank: its weights (its layers, the embedding on the first, lm_head on the last,
+    all split over TP), the overhead, and the KV per token of its layers."""
+    parts = shape.weights
+    estimated = parts.total(shape.layers) - parts.mtp
+    scale = weights_total / estimated if estimated else 1.0  # a known checkpoint total, spread by the parts
+    embed, head = embed_head if embed_head is not None else (parts.embed * scale, parts.head * scale)
+    if shape.tied:
+        head = embed  # the last stage holds lm_head: with tied embeddings, a copy of the embedding
+    budget = settings.gpu_memory * settings.utilization
+    extra_weights = sum(e.weights for e in extras) / settings.tp
+    extra_kv = sum(e.kv_per_token for e in extras)
+    ranks = []
+    first = 0
+    for stage, layers in enumerate(stage_layers(shape.layers, settings.pp)):
+        index = range(first, first + layers)
+        if layer_bytes:
+            body = float(sum(layer_bytes.get(i, 0) for i in index))
+        else:
+            body = parts.layer * scale * layers
+        weights = body + (embed if stage == 0 else 0.0) + (head if stage == settings.pp - 1 else 0.0)
+        if settings.pp == 1 and shape.tied:
+            weights -= head  # one stage: the tied lm_head is the embedding itself
+        full, sliding = kv_per_token(shape, layers, settings.tp, settings.kv_dtype)
+        last = stage == settings.pp - 1
+        ranks.append(RankMemory(
+            stage * settings.tp, stage, tuple(range(stage * settings.tp, (stage + 1) * settings.tp)), layers,
+            budget, weights / settings.tp + (extra_weights if last else 0.0),
+            overhead(shape, settings, vocab_hidden), full + (extra_kv if last else 0.0), sliding,
+            (shape.sliding_window or 0) - 1 + settings.max_num_batched_tokens, settings.block_size,
+            float(settings.kv_cache_memory) if settings.kv_cache_memory is not None else None))
+        first += layers
+    return ranks

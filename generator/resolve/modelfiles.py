@@ -1,0 +1,181 @@
+"""A model's own description, read from disk: its config.json and the size of its weights (the safetensors index's
+`metadata.total_size`, or the safetensors headers), for the `fit` rules' memory estimate.
+
+Where from, in order: files the user names (`recipegen fit RECIPE --config FILE|DIR`), a model folder (a recipe
+`model` that is a path, reached through an [[extra_mounts]] whose host folder exists here), or the local Hugging
+Face cache, laid out as huggingface_hub lays it out (`hub/models--org--name/refs/<revision>` holding a commit,
+`snapshots/<commit>/config.json`). The cache is found as huggingface_hub finds it: HF_HUB_CACHE, else
+HF_HOME/hub, else XDG_CACHE_HOME/huggingface/hub, else ~/.cache/huggingface/hub (huggingface_hub's constants.py).
+Nothing is downloaded: an absent file is an unknown input, said once by the rule, never a failure.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import struct
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from generator.resolve.model import Mount, container_target
+from generator.resolve.modelid import read_model
+
+INDEX = "model.safetensors.index.json"
+_LAYER = re.compile(r"(?:^|\.)layers\.(\d+)\.")
+_HEADER_MAX = 100 * 1024 * 1024  # the safetensors format caps its JSON header at 100 MB
+
+
+@dataclass(frozen=True)
+class WeightSizes:
+    """Bytes of the checkpoint's tensors. By part only where the safetensors headers were read (the index names
+    tensors but not their sizes)."""
+
+    total: int
+    source: str  # "model.safetensors.index.json metadata.total_size" or "safetensors headers (N files)"
+    embed: int | None = None  # the input embedding (first pipeline stage)
+    head: int | None = None  # lm_head (last pipeline stage); 0 when the checkpoint ties it to the embedding
+    layers: dict[int, int] = field(default_factory=dict)  # decoder layer index -> bytes
+
+
+@dataclass(frozen=True)
+class ModelFiles:
+    config: dict[str, Any]
+    where: str  # the folder or file read, for messages
+    weights: WeightSizes | None = None
+
+
+@dataclass(frozen=True)
+class NotFound:
+    reason: str  # one line: what was looked for, where
+    cache_exists: bool = True  # False: no local Hugging Face cache at all, so nothing could be looked up
+
+
+def hub_cache() -> Path:
+    """The local Hugging Face hub cache folder, as huggingface_hub's constants.py computes it."""
+    if os.environ.get("HF_HUB_CACHE"):
+        return Path(os.environ["HF_HUB_CACHE"]).expanduser()
+    if os.environ.get("HF_HOME"):
+        return Path(os.environ["HF_HOME"]).expanduser() / "hub"
+    xdg = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(xdg).expanduser() / "huggingface" / "hub"
+
+
+def find_model(model: str, revision: str | None, mounts: tuple[Mount, ...] = ()) -> ModelFiles | NotFound:
+    """`model` as the recipe names it (a Hugging Face id or a container path), read from this machine."""
+    ref = read_model(model)
+    if ref.hub_id is None:
+        folder = _host_folder(model, mounts)
+        if folder is None:
+            return NotFound(f"'{model}' is a path in the container that no [[extra_mounts]] maps to a folder here",
+                            cache_exists=False)
+        return read_folder(folder)
+    cache = hub_cache()
+    repo = cache / (ref.cache_folder or "")
+    if not cache.is_dir():
+        return NotFound(f"no local Hugging Face cache at {cache}", cache_exists=False)
+    snapshot = _snapshot(repo, revision)
+    if snapshot is None:
+        return NotFound(f"no config.json for '{model}'{f' at revision {revision}' if revision else ''} in the local "
+                        f"Hugging Face cache ({cache})")
+    return read_folder(snapshot)
+
+
+def read_path(path: Path) -> ModelFiles | NotFound:
+    """A config.json the user names, or a model folder: the weights are looked for beside the config."""
+    if path.is_dir():
+        return read_folder(path)
+    config = _json(path)
+    if not isinstance(config, dict):
+        return NotFound(f"{path} is not a readable JSON object (a model's config.json)")
+    return ModelFiles(config, str(path), weight_sizes(path.parent))
+
+
+def read_folder(folder: Path) -> ModelFiles | NotFound:
+    config = _json(folder / "config.json")
+    if not isinstance(config, dict):
+        return NotFound(f"no readable config.json in {folder}")
+    return ModelFiles(config, str(folder), weight_sizes(folder))
+
+
+def weight_sizes(folder: Path) -> WeightSizes | None:
+    """The safetensors headers when the files are here (exact, by tensor), else the index's total_size."""
+    files = sorted(folder.glob("*.safetensors"))
+    if files:
+        sizes = [_header_sizes(f) for f in files]
+        if all(s is not None for s in sizes):
+            return _by_part({name: size for s in sizes if s for name, size in s.items()}, len(files))
+    index = _json(folder / INDEX)
+    total = index.get("metadata", {}).get("total_size") if isinstance(index, dict) else None
+    if isinstance(total, (int, float)) and total > 0:
+        return WeightSizes(int(total), f"{INDEX} metadata.total_size")
+    return None
+
+
+def _by_part(tensors: dict[str, int], files: int) -> WeightSizes:
+    layers: dict[int, int] = {}
+    embed = head = 0
+    for name, size in tensors.items():
+        layer = _LAYER.search(name)
+        if layer:
+            layers[int(layer[1])] = layers.get(int(layer[1]), 0) + size
+        elif "embed_tokens" in name or name.endswith(("wte.weight", "embeddings.weight")):
+            embed += size
+        elif name.startswith("lm_head") or ".lm_head." in name:
+            head += size
+    return WeightSizes(sum(tensors.values()), f"safetensors headers ({files} file{'s' if files > 1 else ''})",
+                       embed, head, layers)
+
+
+def _header_sizes(path: Path) -> dict[str, int] | None:
+    """Each tensor's bytes from a safetensors file's header: an 8-byte little-endian length, then JSON whose
+    entries hold `data_offsets` [begin, end] (the safetensors format). Only the header is read."""
+    try:
+        with path.open("rb") as fh:
+            (length,) = struct.unpack("<Q", fh.read(8))
+            if length > _HEADER_MAX:
+                return None
+            header = json.loads(fh.read(length))
+    except (OSError, ValueError, struct.error):
+        return None
+    sizes = {}
+    for name, info in header.items():
+        if name != "__metadata__" and isinstance(info, dict):
+            begin, end = info.get("data_offsets", (0, 0))
+            sizes[name] = int(end) - int(begin)
+    return sizes
+
+
+def _snapshot(repo: Path, revision: str | None) -> Path | None:
+    """The snapshot folder of `revision` (a branch or tag through refs/, or a commit), else refs/main, else the
+    only snapshot there is."""
+    wanted = revision or "main"
+    ref = repo / "refs" / wanted
+    commit = ref.read_text("utf-8").strip() if ref.is_file() else wanted
+    if (repo / "snapshots" / commit / "config.json").is_file():
+        return repo / "snapshots" / commit
+    if revision is None:
+        found = [p for p in (repo / "snapshots").glob("*") if (p / "config.json").is_file()]
+        if len(found) == 1:
+            return found[0]
+    return None
+
+
+def _host_folder(model: str, mounts: tuple[Mount, ...]) -> Path | None:
+    """The folder on this machine that an [[extra_mounts]] maps the container path `model` from, if it is here."""
+    path = container_target(model)
+    for mount in mounts:
+        target = container_target(mount.container)
+        if path == target or path.startswith(target.rstrip("/") + "/"):
+            host = Path(mount.host).expanduser() / path[len(target):].lstrip("/")
+            if host.is_dir():
+                return host
+    return None
+
+
+def _json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text("utf-8"))
+    except (OSError, ValueError):
+        return None
