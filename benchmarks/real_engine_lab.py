@@ -1,0 +1,125 @@
+#!/usr/bin/env python3
+"""The real vLLM (CPU build) in the lab, from recipegen's own files: what a boot costs, and how fast a group heals.
+
+For each example recipe (examples/cpu: TP=2 and PP=2 over two lab nodes, the tiny Llama):
+- a fresh `recipegen up`: wall time to its first answered request, and the probe's TTFT and tok/s;
+- each rank's memory once serving (`docker stats`);
+and for TP=2 (issue 35's goal: each within 1.2x of a fresh `up`):
+- a worker's engine killed -9 from the host: time to the next answered chat completion;
+- the worker's node rebooted (its dockerd stopped and started): time to the next answered chat completion;
+- the head's node rebooted: the same.
+Each beside the fresh `up`'s time, as a ratio. Prints figures; asserts nothing.
+
+Needs root, the lab's packages and the real-vLLM wheels (.ci/run fetches them):
+
+    sudo python3 benchmarks/real_engine_lab.py [--recipes tiny-llama-tp2,tiny-llama-pp2] [--no-heal]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+
+from lab import Lab, tinymodel, unavailable_reason, vllmimage  # noqa: E402
+
+from generator.deploy.probe import probe  # noqa: E402
+
+BIND = [{"VLLM_CPU_OMP_THREADS_BIND": "0"}, {"VLLM_CPU_OMP_THREADS_BIND": "1"}]
+
+
+def recipegen(lab: Lab, root: Path, *args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run(["recipegen", *args], cwd=root, env=lab.env, capture_output=True, text=True,
+                          timeout=timeout)
+    if done.returncode:
+        sys.exit(f"recipegen {' '.join(args)} failed:\n{done.stdout}\n{done.stderr}")
+    return done
+
+
+def serving_after(lab: Lab, start: float, timeout: float = 600) -> float:
+    """Seconds from start until the head answers a chat completion, after first seeing it stop answering."""
+    url = f"http://{lab.nodes[0].address}:8000"
+    deadline = time.monotonic() + 60
+    while probe(url, "tiny", timeout=10).ok and time.monotonic() < deadline:
+        time.sleep(0.5)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if probe(url, "tiny", timeout=30).ok:
+            return time.monotonic() - start
+        time.sleep(1)
+    sys.exit("the recipe did not serve again")
+
+
+def memory(lab: Lab, recipe: str) -> list[str]:
+    rows = []
+    for node in lab.nodes[:2]:
+        out = lab.docker(node, "stats", "--no-stream", "--format", "{{.Name}} {{.MemUsage}}").stdout
+        rows += [f"{node.name}: {line.split(' ', 1)[1]}" for line in out.splitlines() if recipe in line]
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--recipes", default="tiny-llama-tp2,tiny-llama-pp2")
+    parser.add_argument("--no-heal", action="store_true", help="only fresh boots")
+    args = parser.parse_args()
+    reason = unavailable_reason() or vllmimage.unavailable_reason()
+    if reason:
+        sys.exit(f"the lab cannot run here: {reason}")
+    with Lab(2) as lab, tempfile.TemporaryDirectory() as tmp:
+        start = time.monotonic()
+        lab.provide_vllm_image(lab.nodes[:2])
+        print(f"image: made and loaded on 2 nodes in {time.monotonic() - start:.1f}s ({lab.timings})")
+        for node in lab.nodes[:2]:
+            tinymodel.put_in_cache(node.hf_cache)
+        root = Path(tmp)
+        shutil.copytree(ROOT / "examples" / "cpu" / "recipes", root / "recipes")
+        lab.write_cluster(root / "cluster.toml", lab.nodes[:2], gpu="none", node_env=BIND)
+        recipegen(lab, root, "build")
+        for recipe in args.recipes.split(","):
+            start = time.monotonic()
+            up = recipegen(lab, root, "up", recipe, "--timeout", "600")
+            fresh = time.monotonic() - start
+            line = next(li for li in up.stdout.splitlines() if "first request:" in li)
+            print(f"\n{recipe}: fresh up {fresh:.1f}s; {line.split('first request: ', 1)[1]}")
+            for row in memory(lab, recipe):
+                print(f"  memory {row}")
+            if recipe == "tiny-llama-tp2" and not args.no_heal:
+                heal(lab, recipe, fresh)
+            recipegen(lab, root, "down", recipe)
+
+
+def heal(lab: Lab, recipe: str, fresh: float) -> None:
+    ids = lab.docker(lab.nodes[1], "ps", "-q", "--filter", f"label=dev.recipegen.recipe={recipe}").stdout.split()
+    main = int(lab.docker(lab.nodes[1], "inspect", "-f", "{{.State.Pid}}", ids[0]).stdout)
+    engine = int(Path(f"/proc/{main}/task/{main}/children").read_text().split()[0])
+    start = time.monotonic()
+    os.kill(engine, signal.SIGKILL)
+    took = serving_after(lab, start)
+    print(f"  worker engine killed -9: serving again after {took:.1f}s ({took / fresh:.2f}x a fresh up)")
+    for which in (1, 0):
+        node = lab.nodes[which]
+        start = time.monotonic()
+        lab.stop_dockerd(node)
+        lab.start_dockerd(node)
+        took = serving_after(lab, start)
+        print(f"  {'worker' if which else 'head'} node rebooted: serving again after {took:.1f}s "
+              f"({took / fresh:.2f}x a fresh up)")
+
+
+if __name__ == "__main__":
+    if os.geteuid() != 0:
+        sys.exit("needs root (network namespaces, dockerd)")
+    if not re.match(r"3\.(1[1-9])", sys.version.split()[0]):
+        sys.exit("needs Python 3.11+")
+    main()
