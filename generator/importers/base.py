@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Protocol, Union
 
 from generator.importers.yamlfile import YamlFile
+from generator.resolve.model import ModFile
 
 TomlValue = Union[str, int, float, bool, list[Any], dict[str, Any]]  # what TOML holds ([bench] nests)
 
@@ -35,11 +36,13 @@ class EnvVar:
 
 @dataclass(frozen=True)
 class ModCopy:
-    """A mod folder found where the peer finds it, copied into the recipe's folder as mods/<name>."""
+    """A mod folder found where the peer finds it, copied into the recipe's folder as mods/<name>: its files as
+    build reads them (generator/resolve/mods.py), so the copy holds exactly what build would inline."""
 
     name: str
     folder: Path
     source: str
+    files: tuple[ModFile, ...] = ()
 
 
 @dataclass(frozen=True)

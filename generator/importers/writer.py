@@ -140,11 +140,10 @@ def write_recipes(recipes: list[tuple[Path, str, ImportedRecipe]], before_swap: 
 def _stage(new: Path, text: str, imported: ImportedRecipe) -> Path:
     new.mkdir()
     (new / "recipe.toml").write_text(text, "utf-8")
-    for mod in imported.mods:
-        try:
-            shutil.copytree(mod.folder, new / "mods" / mod.name, symlinks=False)
-        except shutil.Error as exc:  # every file that failed: (source, target, why); name the first
-            source, _, why = exc.args[0][0]
-            raise RecipegenError(Diagnostic(display_path(source), None, None, "mods",
-                                            f"cannot copy this file of mod '{mod.name}': {why}")) from None
+    for mod in imported.mods:  # the files as build read them: no link followed at copy time
+        for file in mod.files:
+            target = new / "mods" / mod.name / file.path
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(file.text.encode("utf-8"))
+            target.chmod(0o755 if file.executable else 0o644)
     return new

@@ -42,7 +42,7 @@ def load_mods(doc: TomlDocument, layer: str, refs: list[str], project_mods: Path
             raise fail(f"mod '{ref}' has the same folder name as mods[{names[name]}]: both would land in "
                        f"the container's mods folder as '{name}'")
         names[name] = i
-        mods.append(Mod(name, ref, _read_files(folder, fail), doc.origin(layer, ("mods", i), value=True),
+        mods.append(Mod(name, ref, read_files(folder, fail), doc.origin(layer, ("mods", i), value=True),
                         folder))
     return tuple(mods)
 
@@ -56,7 +56,9 @@ def _find(base: Path, ref: str, project_mods: Path) -> Path | None:
     return None
 
 
-def _read_files(folder: Path, fail: Callable[[str], RecipegenError]) -> tuple[ModFile, ...]:
+def read_files(folder: Path, fail: Callable[[str], RecipegenError]) -> tuple[ModFile, ...]:
+    """The mod's files as they travel; `fail` makes the error of each refusal (build: at the recipe's `mods`
+    element; import: at the peer file's `mods` line)."""
     files: list[ModFile] = []
     total = 0
     root = folder.resolve()

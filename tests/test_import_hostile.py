@@ -1,0 +1,73 @@
+"""`recipegen import` given what a hostile or careless peer folder holds (issue 30): a link out of a mod folder,
+a YAML alias bomb or a huge document, two imports of one id at once, an id with a newline. Each is one line
+naming the file and nothing written."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.test_import import project, run, tree, write  # noqa: F401 - the fixture
+
+ROOT = Path(__file__).resolve().parent.parent
+PLAIN = "model: a/b\ncontainer: i\nmods: [fix-a]\ncommand: vllm serve {model}\n"
+
+
+@pytest.mark.parametrize("link", ["file", "folder", "relative-out"])
+def test_a_symlink_in_a_mod_folder_is_refused_naming_it_and_nothing_is_written(project, link):
+    secret = write(project / "home" / ".ssh" / "id_rsa", "PRIVATE KEY\n")
+    mod = project / "peer" / "mods" / "fix-a"
+    write(mod / "run.sh", "#!/bin/sh\n")
+    if link == "file":
+        (mod / "key.patch").symlink_to(secret)
+    elif link == "folder":
+        (mod / "key.patch").symlink_to(secret.parent, target_is_directory=True)
+    else:
+        (mod / "key.patch").symlink_to("../../../home/.ssh/id_rsa")
+    f = write(project / "peer" / "m.yaml", PLAIN)
+    before = tree(project)
+    for args in (["--dry-run"], []):
+        result = run("import", *args, str(f))
+        assert result.exit_code == 1, result.output
+        assert len(result.stderr.splitlines()) == 1 and "key.patch" in result.stderr and "symlink" in result.stderr
+        assert "PRIVATE KEY" not in result.output
+    assert tree(project) == before and not list(project.glob(".recipegen-import-*"))
+
+
+def test_a_link_inside_the_mod_folder_is_copied_as_build_reads_it(project):
+    """build accepts a link that stays inside the mod (it reads the file linked to): so does import."""
+    mod = project / "peer" / "mods" / "fix-a"
+    write(mod / "run.sh", "#!/bin/sh\n").chmod(0o755)
+    write(mod / "a.patch", "patch\n")
+    (mod / "b.patch").symlink_to("a.patch")
+    f = write(project / "peer" / "m.yaml", PLAIN)
+    assert run("import", str(f)).exit_code == 0
+    copied = project / "recipes" / "m" / "mods" / "fix-a" / "b.patch"
+    assert not copied.is_symlink() and copied.read_text() == "patch\n"
+    assert os.access(project / "recipes" / "m" / "mods" / "fix-a" / "run.sh", os.X_OK)
+
+
+BOMB = "".join(f"  {c}: &{c} [{', '.join([f'*{p}'] * 9) if p else ', '.join(['lol'] * 9)}]\n"
+               for p, c in zip(["", *"abcdefgh"], "abcdefghi"))
+
+
+@pytest.mark.parametrize("text", [
+    f"model: a/b\ncontainer: i\ncommand: vllm serve {{model}}\nenv:\n{BOMB}",
+    f"model: a/b\ncontainer: i\ncommand: vllm serve {{model}}\nenv:\n  A: &r [1, *r]\n",  # a loop
+    "model: a/b\ncontainer: i\ncommand: vllm serve {model}\nenv:\n  A: '" + "x" * (11 * 1024 * 1024) + "'\n",
+], ids=["bomb", "loop", "huge"])
+def test_an_alias_bomb_or_a_huge_document_is_refused_quickly_in_one_line(project, text):
+    """Run as a child with its memory capped: without a bound the bomb took gigabytes and minutes."""
+    f = write(project / "peer" / "bomb.yaml", text)
+    before = tree(project)
+    code = ("import resource, sys; resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30)); "
+            "from generator.cli import main; sys.argv = ['recipegen', 'import', '--dry-run', sys.argv[1]]; main()")
+    result = subprocess.run([sys.executable, "-c", code, str(f)], capture_output=True, text=True, timeout=30,
+                            cwd=project, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert result.returncode == 1, result.stderr[-2000:]
+    assert len(result.stderr.splitlines()) == 1 and "bomb.yaml" in result.stderr, result.stderr[-2000:]
+    assert tree(project) == before
