@@ -71,3 +71,42 @@ def test_an_alias_bomb_or_a_huge_document_is_refused_quickly_in_one_line(project
     assert result.returncode == 1, result.stderr[-2000:]
     assert len(result.stderr.splitlines()) == 1 and "bomb.yaml" in result.stderr, result.stderr[-2000:]
     assert tree(project) == before
+
+
+def _racing(project: Path, argv: list[str], n: int = 2) -> list[subprocess.CompletedProcess[str]]:
+    """`recipegen ARGV` started n times at once, each a process of its own."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    procs = [subprocess.Popen([sys.executable, "-m", "generator", *argv], cwd=project, env=env, text=True,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE) for _ in range(n)]
+    return [subprocess.CompletedProcess(p.args, p.wait(60), *p.communicate()) for p in procs]
+
+
+def test_two_imports_of_one_id_started_together_one_wins_the_other_is_refused(project):
+    """The id is checked at the swap, not only before staging: never both exit 0, the second replacing the
+    first. A mod of many files makes the staging (the window between check and swap) long."""
+    mod = project / "peer" / "mods" / "fix-a"
+    write(mod / "run.sh", "#!/bin/sh\n")
+    for n in range(300):
+        write(mod / f"p{n}.patch", f"{n}\n")
+    f = write(project / "peer" / "m.yaml", PLAIN)
+    for round_ in range(4):
+        results = _racing(project, ["import", "--id", "x", str(f)])
+        codes = sorted(r.returncode for r in results)
+        assert codes == [0, 1], (round_, [(r.returncode, r.stderr) for r in results])
+        loser = next(r for r in results if r.returncode == 1)
+        assert "a recipe with this id exists" in loser.stderr and len(loser.stderr.splitlines()) == 1
+        assert sorted(p.name for p in (project / "recipes").iterdir()) == ["x"]
+        assert not list(project.glob(".recipegen-import-*"))
+        (project / "recipes" / "x" / "recipe.toml").unlink()
+        for p in sorted((project / "recipes" / "x").rglob("*"), reverse=True):
+            p.rmdir() if p.is_dir() else p.unlink()
+        (project / "recipes" / "x").rmdir()
+
+
+def test_two_cluster_imports_started_together_one_wins(project):
+    (project / "cluster.toml").unlink()
+    env = write(project / "e" / ".env", "CLUSTER_NODES=10.0.0.1,10.0.0.2\n")
+    for round_ in range(10):  # the window is short: without the check at the write, some round has two winners
+        results = _racing(project, ["import", str(env)])
+        assert sorted(r.returncode for r in results) == [0, 1], [(r.returncode, r.stderr) for r in results]
+        (project / "cluster.toml").unlink()

@@ -206,7 +206,15 @@ def render_cluster(c: ImportedCluster) -> str:
     return "\n".join(out) + "\n"
 
 
-def write_cluster(path: Path, text: str) -> None:
-    """One rename: the old file or the new one, never half of either (the existing file was checked for, and
-    --force given, before anything is written)."""
-    write_atomic(path, text, force=True)
+def write_cluster(path: Path, text: str, force: bool) -> None:
+    """One rename: the old file or the new one, never half of either. Without `force`, a hard link that fails
+    when the file exists: the check is the write itself (an import started meanwhile may have written it)."""
+    try:
+        write_atomic(path, text, force)
+    except FileExistsError:
+        raise cluster_exists(path) from None
+
+
+def cluster_exists(path: Path) -> RecipegenError:
+    return RecipegenError(Diagnostic(display_path(path), None, None, None,
+                                     "the project has a cluster file: pass --force to replace it"))
