@@ -74,7 +74,7 @@ def _convert(path: Path, options: ImportOptions) -> tuple[ImportedRecipe, str]:
 def _prepare(path: Path, rid: str, recipes_dir: Path, options: ImportOptions, force: bool,
              dry_run: bool) -> ImportResult:
     """One recipe file converted and its target checked; nothing written yet."""
-    if not RECIPE_ID.match(rid):
+    if not RECIPE_ID.fullmatch(rid):
         raise RecipegenError(Diagnostic(display_path(path), None, None, "--id",
                                         f"'{rid}' is not a recipe id (lower-case letters, digits, '_' and '-')"))
     imported, text = _convert(path, options)
@@ -122,7 +122,7 @@ def import_files(files: list[Path], recipes_dir: Path, cluster_target: Path, rec
         raise ImportUsageError("one cluster file at a time: it becomes the project's cluster.toml")
     if recipe_id is not None and len(recipes) != 1:
         raise ImportUsageError("--id names one recipe: give one recipe FILE with it")
-    if recipe_id is not None and not RECIPE_ID.match(recipe_id):
+    if recipe_id is not None and not RECIPE_ID.fullmatch(recipe_id):
         raise ImportUsageError(f"--id '{recipe_id}' is not a recipe id (lower-case letters, digits, '_' and '-')")
     ids = [recipe_id or recipe_id_from(f.stem) for f in recipes]
     if len(set(ids)) < len(ids):

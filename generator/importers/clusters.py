@@ -28,7 +28,7 @@ from generator.importers.yamlfile import YamlFile, read, read_text
 SCHEMA_LINE = "#:schema ./schema/cluster.schema.json"
 _ETH_VARS = ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "TP_SOCKET_IFNAME", "UCX_NET_DEVICES", "MN_IF_NAME",
              "OMPI_MCA_btl_tcp_if_include")  # run-cluster-node.sh: all set to --eth-if
-_ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_ENV_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _ENV_KEYS_USED = {"CLUSTER_NODES", "ETH_IF", "IB_IF", "MASTER_PORT", "CONTAINER_NAME", "LOCAL_IP"}
 
 
@@ -90,7 +90,7 @@ def _eugr_env(path: Path) -> tuple[ImportedCluster, Callable[[str, str], Recipeg
             continue
         key, eq, value = line.partition("=")
         key, value = key.strip(), value.strip()
-        problem = ("no '=': not KEY=value" if not eq else "not a variable name" if not _ENV_KEY.match(key)
+        problem = ("no '=': not KEY=value" if not eq else "not a variable name" if not _ENV_KEY.fullmatch(key)
                    else f"{key} again (first on line {values[key][1]})" if key in values else None)
         if problem:  # launch-cluster.sh refuses the whole file for each of these
             raise RecipegenError(Diagnostic(shown, number, None, key or None, problem))

@@ -17,7 +17,7 @@ from generator.read.tomldoc import TomlDocument
 from generator.resolve.benchtable import BenchTable
 
 # The recipe id is the Compose project name (`name:`) and the Swarm stack name: Compose's rule, no dots.
-RECIPE_ID = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
+RECIPE_ID = re.compile(r"[a-z0-9][a-z0-9_-]*")  # fullmatch only: `$` would let "id\n" through
 
 ENGINE_DEFAULT_ENTRYPOINT = {"vllm": ("vllm", "serve"), "sglang": ("python3", "-m", "sglang.launch_server")}
 ENGINE_DEFAULT_PORT = {"vllm": 8000, "sglang": 30000}
