@@ -9,11 +9,10 @@ import shutil
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
 from generator.bench.results import BenchRun, write
-from generator.cli import main
 from tests.test_bench import REPORT
+from tests.test_import import run
 
 ROOT = Path(__file__).resolve().parent.parent
 RID = "qwen3-coder-30b-a3b-fp8"
@@ -26,13 +25,6 @@ def project(tmp_path: Path, monkeypatch) -> Path:
     shutil.copy(ROOT / "cluster.toml", tmp_path / "cluster.toml")
     monkeypatch.chdir(tmp_path)
     return tmp_path
-
-
-def run(*args: str):
-    result = CliRunner().invoke(main, list(args))
-    assert result.exception is None or isinstance(result.exception, SystemExit), result.output
-    assert "Traceback" not in result.output
-    return result
 
 
 @pytest.mark.parametrize("args, option", [
