@@ -58,7 +58,8 @@ def test_lock_wait_must_be_a_finite_number_of_seconds(project, command, value):
 @pytest.mark.parametrize("table, key", [("pp = [0]", "bench.pp"), ("pp = 0", "bench.pp"),
                                         ("concurrency = [0]", "bench.concurrency"),
                                         ("args = { tg = [0] }", "bench.args.tg"),
-                                        ("depth = [99999999999]", "bench.depth")])
+                                        ("depth = [99999999999]", "bench.depth"),
+                                        ("timeout = 99999999999", "bench.timeout")])
 def test_a_bench_table_value_out_of_range_is_refused_by_validate(project, table, key):
     recipe = project / "recipes" / RID / "recipe.toml"
     recipe.write_text(recipe.read_text() + f"\n[bench]\n{table}\n")
