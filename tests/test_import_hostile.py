@@ -110,3 +110,42 @@ def test_two_cluster_imports_started_together_one_wins(project):
         results = _racing(project, ["import", str(env)])
         assert sorted(r.returncode for r in results) == [0, 1], [(r.returncode, r.stderr) for r in results]
         (project / "cluster.toml").unlink()
+
+
+@pytest.mark.parametrize("text, line, key, words", [
+    ("recipe_version: '1'\nname: n\ncontainer: c\ncommand: vllm serve {0}\n", 4, "command",
+     ("positional placeholder", "name it")),
+    ("model: a/b\ncontainer: i\ncommand: FOO=$(whoami) vllm serve {model}\n", 3, "command",
+     ("'FOO=$(whoami)'", "runs no shell", "env")),
+    ("recipe_version: '1'\nname: n\ncontainer: c\ndefaults:\n  x: [a, b]\ncommand: vllm serve m --x {x}\n", 5,
+     "defaults.x", ("is a list", "{x}")),
+    ("model: a/b\ncontainer: i\ndefaults:\n  x: {k: v}\ncommand: vllm serve {model} --x {x}\n", 4, "defaults.x",
+     ("is a mapping", "{x}")),
+], ids=["positional", "assignment-with-a-shell", "eugr-list-default", "sparkrun-mapping-default"])
+def test_a_command_the_import_cannot_carry_is_one_line_saying_why(project, text, line, key, words):
+    f = write(project / "peer" / "x.yaml", text)
+    result = run("import", "--dry-run", str(f))
+    assert result.exit_code == 1 and len(result.stderr.splitlines()) == 1, result.output
+    assert f"x.yaml:{line}:1: error: {key}: " in result.stderr, result.stderr
+    assert all(w in result.stderr for w in words), result.stderr
+    assert "Replacement index" not in result.stderr and "not a serve command" not in result.stderr
+
+
+def test_an_unknown_sparkrun_key_is_not_called_runtime_config(project):
+    f = write(project / "peer" / "x.yaml", "model: a/b\ncontainer: i\ninclude: other.yaml\n"
+              "command: vllm serve {model}\n")
+    result = run("import", "--dry-run", str(f))
+    line = next(line for line in result.stderr.splitlines() if ": include: " in line)
+    assert line.startswith("peer/x.yaml:3:1: warning[not-carried]: include: ") and "runtime_config" not in line
+
+
+def test_a_dot_env_error_names_the_key_and_line_the_file_has(project):
+    f = project / "e" / ".env"
+    f.parent.mkdir()
+    f.write_text("CLUSTER_NODES=10.0.0.1\nCONTAINER_X=a\x00b\n")
+    result = run("import", "--dry-run", str(f))
+    assert result.exit_code == 1 and len(result.stderr.splitlines()) == 1, result.output
+    assert "e/.env:2:1: error: CONTAINER_X: " in result.stderr, result.stderr
+    f.write_text("# no nodes\n")
+    result = run("import", "--dry-run", str(f))
+    assert result.exit_code == 1 and result.stderr.startswith("e/.env: error: no CLUSTER_NODES"), result.stderr

@@ -70,6 +70,17 @@ def peer_key(doc: YamlFile, recipe_key: str, source: str) -> tuple[str, ...]:
     return (recipe_key,)
 
 
+def scalar_default(doc: YamlFile, name: str, value: object) -> None:
+    """A default that fills a placeholder must be one value: a list or a mapping would reach the command as its
+    Python text (`['a', 'b']`), which no engine reads, and the recipe would not boot."""
+    if isinstance(value, (list, dict)):
+        kind = "a list" if isinstance(value, list) else "a mapping"
+        shown = str(value) if len(str(value)) <= 40 else str(value)[:37] + "..."
+        raise doc.error(("defaults", name), f"is {kind}: the command's {{{name}}} would become its Python text "
+                                            f"{shown}, which the engine cannot read; give the one value the "
+                                            "command needs (a string)")
+
+
 def no_model(doc: YamlFile) -> NotCarried:
     return NotCarried("command", doc.line("command"), "names no model: the engine would serve its default one; "
                                                       "the recipe serves `model`")

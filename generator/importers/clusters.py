@@ -74,7 +74,8 @@ def convert_cluster(path: Path) -> tuple[ImportedCluster, str]:
     error = schema_error(text, "cluster")
     if error is not None:  # at the peer key the value came from, as its comment names it
         key = error.key or ""
-        source = next((f.source for f in imported.fields if f.key == key.split(".")[0]), "")
+        sources = {f.key: f.source for f in imported.fields} | {f"env.{v.name}": v.source for v in imported.env}
+        source = sources.get(key) or sources.get(key.split(".")[0], "")
         said = source.removeprefix(f"{path.name}: ")
         raise fail(said.split(" ")[0] if said != source else key,
                    f"the cluster file's `{key}` would be invalid: {error.message}")
@@ -98,8 +99,9 @@ def _eugr_env(path: Path) -> tuple[ImportedCluster, Callable[[str, str], Recipeg
             value = value[1:-1]
         values[key] = (value, number)
 
-    def fail(key: str, message: str) -> RecipegenError:
-        return RecipegenError(Diagnostic(shown, values.get(key, ("", None))[1], None, key, message))
+    def fail(key: str, message: str) -> RecipegenError:  # a key the file has, at its line; else the file alone
+        return RecipegenError(Diagnostic(shown, values[key][1], None, key, message) if key in values
+                              else Diagnostic(shown, None, None, None, message))
 
     hosts = [h.strip() for h in values.get("CLUSTER_NODES", ("", 0))[0].split(",") if h.strip()]
     if not hosts:
