@@ -279,5 +279,6 @@ def _message(validator: str, value: Any, sub: dict[str, Any], error: Any) -> str
     if validator == "minLength":
         return "must not be empty"
     if validator == "uniqueItems":
-        return "items must be unique"
+        twice = next((v for i, v in enumerate(value) if v in value[:i]), None) if isinstance(value, list) else None
+        return "items must be unique" + (f": {_shown(twice)} is given twice" if twice is not None else "")
     return str(error.message)
