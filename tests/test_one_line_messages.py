@@ -4,24 +4,15 @@ named, `unlock` on a missing context saying what `ps` says."""
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
 
+from tests.test_ids_in_full import project  # noqa: F401 - the fixture
 from tests.test_import import run
 
 ROOT = Path(__file__).resolve().parent.parent
 BASE = 'engine = "vllm"\ndocker_image = "vllm/vllm-openai:v0.11.0"\nmodel = "Qwen/Qwen3-32B"\n'
-
-
-@pytest.fixture
-def project(tmp_path: Path, monkeypatch) -> Path:
-    shutil.copytree(ROOT / "schema", tmp_path / "schema")
-    shutil.copy(ROOT / "cluster.toml", tmp_path / "cluster.toml")
-    (tmp_path / "recipes").mkdir()
-    monkeypatch.chdir(tmp_path)
-    return tmp_path
 
 
 def recipe(project: Path, rid: str, text: str) -> Path:
