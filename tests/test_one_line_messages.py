@@ -35,3 +35,23 @@ def test_a_repeated_item_is_named(project):
     result = run("validate", str(recipe(project, "r", BASE + 'pass_env = ["A_KEY", "HF_TOKEN", "HF_TOKEN"]\n')))
     assert result.exit_code == 1, result.output
     assert 'pass_env: items must be unique: "HF_TOKEN" is given twice' in result.output, result.output
+
+
+def test_unlock_on_a_missing_context_says_what_every_command_says(project, monkeypatch):
+    """Not docker's raw `docker --context x inspect ...: exit 1: ...`: the context named, and how to make it."""
+    import generator.deploy.lock
+    from generator.deploy.docker_errors import DockerError
+
+    stderr = ('Failed to initialize: unable to resolve docker endpoint: context "spark1": context not found: open '
+              '/root/.docker/contexts/meta/9436/meta.json: no such file or directory\n')
+
+    def missing(nodes):
+        return {n.name: DockerError(["docker", "--context", n.node.context, "inspect", "--type", "container", "x"],
+                                    1, "", stderr) for n in nodes}
+
+    monkeypatch.setattr(generator.deploy.lock, "locks", missing)
+    result = run("unlock", "spark1")
+    assert result.exit_code == 1, result.output
+    assert result.stderr.splitlines() == [result.stderr.strip()]
+    assert result.stderr.startswith("spark1: FAILED: context 'spark1' does not answer: ")
+    assert "`recipegen contexts --create`" in result.stderr and "docker --context" not in result.stderr
