@@ -55,3 +55,16 @@ def test_unlock_on_a_missing_context_says_what_every_command_says(project, monke
     assert result.stderr.splitlines() == [result.stderr.strip()]
     assert result.stderr.startswith("spark1: FAILED: context 'spark1' does not answer: ")
     assert "`recipegen contexts --create`" in result.stderr and "docker --context" not in result.stderr
+
+
+def test_a_symlinked_recipe_folder_is_named_never_built_under_its_targets_id(project):
+    recipe(project, "base", BASE)
+    (project / "recipes" / "alias").symlink_to("base", target_is_directory=True)
+    alone = run("build", "alias")
+    assert alone.exit_code == 1 and alone.stderr.startswith("recipes/alias: error: is a symlink to the recipe "
+                                                            "'base'"), alone.output
+    assert len(alone.stderr.splitlines()) == 1 and not (project / "out").exists()
+    every = run("build")
+    assert every.exit_code == 0, every.output
+    assert "recipes/alias: warning: skipped: is a symlink to the recipe 'base'" in every.stderr, every.output
+    assert sorted(p.name for p in (project / "out").iterdir()) == ["base"]
