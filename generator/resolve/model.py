@@ -108,6 +108,9 @@ class Arg:
     # What sh would have done to the word beyond removing quotes (generator.read.shellwords); () for most words.
     # Kept on the word so it follows the word through `extends` merges to the `shell-literal` lint rule.
     shell: tuple[str, ...] = ()
+    # The element (as written) whose trailing backslash escaped the space that joins it to the next element, so
+    # sh made the two one word (`"4096\\", "--enforce-eager"` is the word `4096 --enforce-eager`); None for most.
+    glued: str | None = None
 
 
 @dataclass(frozen=True)
