@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import json
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -107,9 +108,13 @@ def test_without_the_bench_extra_the_error_gives_the_pip_command(monkeypatch: py
         raise metadata.PackageNotFoundError(name)
 
     monkeypatch.setattr(runner.metadata, "version", missing)
-    with pytest.raises(BenchError, match=r"llama-benchy is not installed \(the `bench` extra\): "
-                                         r"pip install 'recipegen\[bench\]'"):
+    with pytest.raises(BenchError, match=r"llama-benchy is not installed \(the `bench` extra\): ") as raised:
         runner.llama_benchy_version()
+    # the extra of the project in use (its own requirements, this Python's pip): never whatever a registry
+    # calls recipegen (issue 30)
+    said = str(raised.value)
+    assert f"{sys.executable} -m pip install llama-benchy==0.4.0 'matplotlib" in said
+    assert "recipegen[bench]" not in said
 
 
 def test_the_live_table_follows_llama_benchys_progress_events():

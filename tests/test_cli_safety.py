@@ -307,6 +307,28 @@ def test_leftovers_without_a_journal_are_reported_and_removed(project: Path):
 
 # --- build --check sees everything a build would change in out/ ---------------------------------------------------
 
+def test_a_second_build_waits_for_the_one_swapping_out(project: Path):
+    """Two builds at once: the second one neither takes the first one's swap for an interrupted build (finishing
+    it, removing its staging) nor checks out/ before the first is done; it waits, then builds."""
+    assert run("build").exit_code == 0
+    _change_two_recipes(project)
+    assert run("build", "--out", "fresh-after").exit_code == 0
+    first = _build_until_paused(project, 1)
+    second = subprocess.Popen([sys.executable, "-m", "generator", "build"], cwd=project, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+    try:
+        with pytest.raises(subprocess.TimeoutExpired):
+            second.wait(timeout=5)  # held: the first one is mid-swap
+    finally:
+        first.send_signal(signal.SIGINT)  # the first one puts out/ back and lets go
+        assert first.wait(timeout=30) == 130
+    out, err = second.communicate(timeout=60)
+    assert second.returncode == 0, err
+    assert "interrupted" not in err and "removed" not in err
+    assert tree(project / "out") == tree(project / "fresh-after")
+    assert not [p for p in (project / "out").iterdir() if p.name.startswith(".recipegen")]
+
+
 def _stray_folder(out: Path) -> None:
     (out / "glm-4-5-air-sglang" / "spark3").mkdir()
 

@@ -100,6 +100,8 @@ CASES = [
     Bad("remove-unused", WARNING, 3, "remove_args", ("'--enforce-eagre'", "not set by any parent"), col=16),
     Bad("shell-literal", WARNING, 11, "args", ("'$HOME/templates/qwen3.jinja'", "reaches the engine literally",
                                                 "recipegen runs no shell", "expanded $HOME"), col=24),
+    Bad("shell-literal", WARNING, 11, "args", ("'qwen3 \\\\' ends in a backslash", "' --enable-prefix-caching'",
+                                               "remove the backslash"), "bad-backslash", col=28),
     Bad("unknown-flag", WARNING, 11, "args", ("'--max-num-seq' is not a vllm 0.34.0 flag",
                                               "did you mean '--max-num-seqs'?"), col=5),
     Bad("flag-value", ERROR, 11, "args", ("'--max-num-seqs' takes an integer, not '6.5'", "vllm 0.34.0"), col=5),

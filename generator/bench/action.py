@@ -4,6 +4,8 @@ it). Every check that can fail before the benchmark does, so a long run never st
 from __future__ import annotations
 
 import hashlib
+import shutil
+import tempfile
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from importlib import metadata
@@ -20,9 +22,10 @@ from generator.deploy.targets import CompiledDeployment
 
 @dataclass(frozen=True)
 class BenchOutcome:
-    folder: Path  # bench/<recipe>/<UTC time>/
+    folder: Path  # bench/<recipe>/<UTC time>/ (or, when that could not be written, where the results were kept)
     runs: list[BenchRun]
     produced_by: dict[str, Any]
+    not_written: str | None = None  # why bench/<recipe>/<UTC time>/ could not be written (the figures are kept)
 
 
 def bench(dep: CompiledDeployment, options: BenchOptions, text: Path | None, results_root: Path,
@@ -39,6 +42,7 @@ def bench(dep: CompiledDeployment, options: BenchOptions, text: Path | None, res
     if served not in listed:
         raise BenchError(f"the head at {dep.url} serves {', '.join(sorted(listed)) or 'nothing'}, not {served}")
     request = BenchRequest(dep.url, served, dep.plan.recipe.model, options, text)
+    _writable(results_root / dep.project)
     started = _now()
     report = run(request, on_line, on_event)
     runs = runs_of(report)
@@ -46,9 +50,30 @@ def bench(dep: CompiledDeployment, options: BenchOptions, text: Path | None, res
         raise BenchError("llama-benchy reported no test results")
     produced_by = _produced_by(dep, request, version, started)
     folder = _new_folder(results_root / dep.project, started)
-    write(folder, runs, produced_by)
-    plot(runs, f"{dep.project}: {served} ({dep.plan.recipe.docker_image})", folder / PLOT)
+    title = f"{dep.project}: {served} ({dep.plan.recipe.docker_image})"
+    try:
+        _write(folder, runs, produced_by, title)
+    except OSError as exc:  # writable a moment ago (disk full, folder removed): the figures go somewhere safe
+        shutil.rmtree(folder, ignore_errors=True)  # never half a results folder for --compare to read
+        kept = Path(tempfile.mkdtemp(prefix=f"recipegen-bench-{dep.project}-")) / folder.name
+        _write(kept, runs, produced_by, title)
+        return BenchOutcome(kept, runs, produced_by, f"cannot write {folder}: {exc.strerror or exc}")
     return BenchOutcome(folder, runs, produced_by)
+
+
+def _write(folder: Path, runs: list[BenchRun], produced_by: dict[str, Any], title: str) -> None:
+    write(folder, runs, produced_by)
+    plot(runs, title, folder / PLOT)
+
+
+def _writable(root: Path) -> None:
+    """BenchError before the benchmark, not after it, when no results folder can be made under root."""
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=root):
+            pass
+    except OSError as exc:
+        raise BenchError(f"cannot write results in {root}: {exc.strerror or exc} (give --results DIR)") from None
 
 
 def _now() -> datetime:

@@ -3,13 +3,30 @@
 
 from __future__ import annotations
 
+import re
+import shlex
+import sys
 from dataclasses import dataclass, field
 from typing import Any
 
 from generator.resolve.benchtable import LIST_OPTIONS, SWITCH_OPTIONS, BenchTable
 
 LLAMA_BENCHY = "0.4.0"  # the pinned release (the `bench` extra); its CLI and JSON are what this package reads
-INSTALL = "pip install 'recipegen[bench]'"
+
+
+def install_command() -> str:
+    """The command that installs the `bench` extra of the recipegen in use: its own requirements, read from its
+    metadata, with this Python's pip. Never `pip install 'recipegen[bench]'`, which fetches whatever the registry
+    calls recipegen, not this project."""
+    from importlib import metadata
+
+    try:
+        wanted = [r.split(";")[0].strip() for r in metadata.requires("recipegen") or ()
+                  if re.search(r"""extra\s*==\s*["']bench["']""", r)]
+    except metadata.PackageNotFoundError:
+        wanted = []
+    words = " ".join(shlex.quote(r) for r in wanted or [f"llama-benchy=={LLAMA_BENCHY}", "matplotlib"])
+    return f"{shlex.quote(sys.executable)} -m pip install {words}"
 
 # Named profiles. quick: one short test, to see that it works. arena: shaped like the Spark Arena leaderboard's
 # sweep (prompt 2048 tokens, 32 and 128 generated, deeper contexts, a few concurrent users).

@@ -10,6 +10,8 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from generator.diagnostics import Diagnostic, RecipegenError, display_path
+
 RESULTS, CSV, PLOT = "results.json", "results.csv", "plot.png"
 
 
@@ -58,9 +60,34 @@ def write(folder: Path, runs: list[BenchRun], produced_by: dict[str, Any]) -> No
 
 
 def load(folder: Path) -> tuple[list[BenchRun], dict[str, Any]]:
-    doc = json.loads((folder / RESULTS).read_text("utf-8"))
-    names = {f.name for f in fields(BenchRun)}
-    runs = [BenchRun(**{k: v for k, v in r.items() if k in names}) for r in doc.pop("runs")]
+    """The runs and the rest of results.json; a file that is not what `write` wrote (truncated, edited, another
+    file's bytes) is one RecipegenError naming it."""
+    path = folder / RESULTS
+
+    def damaged(why: str) -> RecipegenError:
+        return RecipegenError(Diagnostic(display_path(path), None, None, None, f"not a results file: {why}"))
+
+    try:
+        doc = json.loads(path.read_bytes().decode("utf-8"))
+    except OSError as exc:
+        raise damaged(f"cannot read it ({exc.strerror or exc})") from None
+    except UnicodeDecodeError:
+        raise damaged("not UTF-8 text") from None
+    except json.JSONDecodeError as exc:
+        raise damaged(f"not JSON ({exc.msg} at line {exc.lineno})") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("runs"), list):
+        raise damaged("not a JSON object with a list of `runs`")
+    runs = []
+    for i, run in enumerate(doc.pop("runs")):
+        if not isinstance(run, dict):
+            raise damaged(f"runs[{i}] is not an object")
+        for f in fields(BenchRun):
+            value = run.get(f.name)
+            whole = isinstance(value, int) and not isinstance(value, bool)
+            figure = value is None or whole or isinstance(value, float)
+            if f.name not in run or not (whole if f.type == "int" else figure):
+                raise damaged(f"runs[{i}].{f.name} is missing or not a number")
+        runs.append(BenchRun(**{f.name: run[f.name] for f in fields(BenchRun)}))
     return runs, doc
 
 

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Callable
 from urllib.parse import urlsplit
 
-from generator.bench.options import INSTALL, LLAMA_BENCHY, BenchOptions
+from generator.bench.options import LLAMA_BENCHY, BenchOptions, install_command
 from generator.resolve.modelid import read_model
 
 OUTPUT_TAIL = 15  # lines of llama-benchy's output shown when it fails
@@ -51,9 +51,9 @@ def llama_benchy_version() -> str:
     try:
         version = metadata.version("llama-benchy")
     except metadata.PackageNotFoundError:
-        raise BenchError(f"llama-benchy is not installed (the `bench` extra): {INSTALL}") from None
+        raise BenchError(f"llama-benchy is not installed (the `bench` extra): {install_command()}") from None
     if version != LLAMA_BENCHY:
-        raise BenchError(f"llama-benchy {version} is installed; recipegen reads {LLAMA_BENCHY}'s report: {INSTALL}")
+        raise BenchError(f"llama-benchy {version} is installed; recipegen reads {LLAMA_BENCHY}'s report: {install_command()}")
     return version
 
 
@@ -63,7 +63,7 @@ def check_tokenizer(name: str) -> str:
     try:
         from tokenizers import Tokenizer
     except ImportError:
-        raise BenchError(f"the tokenizers library is missing (the `bench` extra): {INSTALL}") from None
+        raise BenchError(f"the tokenizers library is missing (the `bench` extra): {install_command()}") from None
     path = Path(name).expanduser()
     if path.exists():
         file = path / "tokenizer.json" if path.is_dir() else path

@@ -1,5 +1,6 @@
 """Lint rules over the recipe's `args` as written: words the compiler writes itself, a flag given twice, a word
-meant for a shell that runs none, and removals (remove_args / remove_env) that remove nothing."""
+meant for a shell that runs none (a `$x`, or a line continuation that glues the next element on), and removals
+(remove_args / remove_env) that remove nothing."""
 
 from __future__ import annotations
 
@@ -43,11 +44,16 @@ def _duplicate_flag(recipe: Recipe, cluster: Cluster | None) -> Findings:
 
 
 @rule("shell-literal", WARNING, "a word sh would have expanded or cut ($, backticks, ; | & < > ( ), a leading # or ~, "
-                                "a glob): recipegen runs no shell, the engine gets it as written")
+                                "a glob): recipegen runs no shell, the engine gets it as written; or an element "
+                                "ending in a backslash, which glues the next element on as sh does")
 def _shell_literal(recipe: Recipe, cluster: Cluster | None) -> Findings:
     for arg in recipe.args:
+        shown = arg.word if len(arg.word) <= 60 else arg.word[:57] + "..."
+        if arg.glued is not None:  # a shell's line continuation inside an element: sh glues the next one on
+            yield (arg.origin, "args", f"{arg.glued!r} ends in a backslash, which escapes the space after it: the "
+                                       f"next element becomes part of the one word {shown!r}; remove the backslash")
         if arg.shell:
-            shown = arg.word if len(arg.word) <= 60 else arg.word[:57] + "..."
             yield (arg.origin, "args", f"{shown!r} reaches the engine literally (recipegen runs no shell), but sh "
                                        f"would have {'; '.join(arg.shell)}: quote it in single quotes to keep it "
                                        "as written, or write the value it stands for")
+

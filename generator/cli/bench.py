@@ -3,7 +3,6 @@ the results table at the end; `--compare` shows the last two runs side by side. 
 
 from __future__ import annotations
 
-import re
 import sys
 import time
 from pathlib import Path
@@ -13,7 +12,9 @@ import click
 
 from generator.cli.compile import cluster_option, compile_recipe, inputs
 from generator.cli.deploy import out_option
+from generator.cli.params import counts, seconds
 from generator.deploy.progress import LiveTable
+from generator.resolve.benchtable import BOUNDS
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -21,18 +22,10 @@ if TYPE_CHECKING:
     from generator.bench.compare import Comparison
     from generator.bench.results import BenchRun
 
-def _numbers(values: tuple[str, ...]) -> tuple[int, ...] | None:
-    """`--pp 512,2048` or `--pp 512 --pp 2048` (llama-benchy's own `--pp 512 2048` does not fit click)."""
-    if not values:
-        return None
-    try:
-        return tuple(int(v) for value in values for v in re.split(r"[,\s]+", value.strip()) if v)
-    except ValueError:
-        raise click.BadParameter(f"{' '.join(values)}: whole numbers, separated by commas") from None
-
-
 def _list_option(name: str, what: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    return click.option(f"--{name}", multiple=True, metavar="N[,N...]", help=f"{what} (llama-benchy --{name}).")
+    least, most = BOUNDS[name]
+    return click.option(f"--{name}", multiple=True, callback=counts(least, most), metavar="N[,N...]",
+                        help=f"{what}, {least} to {most} (llama-benchy --{name}).")
 
 
 @click.command()
@@ -50,13 +43,14 @@ def _list_option(name: str, what: str) -> Callable[[Callable[..., Any]], Callabl
                                                      "(default: the model's own).")
 @click.option("--text", type=click.Path(path_type=Path, dir_okay=False),
               help="A local text to cut prompts from, instead of downloading a book (runs with no internet).")
-@click.option("--timeout", type=float, help="Seconds the whole benchmark may take (default: [bench] timeout, "
-                                            "else none).")
+@click.option("--timeout", callback=seconds(open_=True),
+              help="Seconds the whole benchmark may take (default: [bench] timeout, else none).")
 @click.option("--results", "results_root", type=click.Path(path_type=Path, file_okay=False),
               help="Folder of results (default: bench/ of the project).")
 @click.option("--compare", is_flag=True, help="Run nothing: show the last two runs side by side, with ratios.")
-def bench(recipe: str, cluster_path: Path | None, out_dir: Path | None, profile: str | None, pp: tuple[str, ...],
-          tg: tuple[str, ...], depth: tuple[str, ...], concurrency: tuple[str, ...], runs: int | None,
+def bench(recipe: str, cluster_path: Path | None, out_dir: Path | None, profile: str | None,
+          pp: tuple[int, ...] | None, tg: tuple[int, ...] | None, depth: tuple[int, ...] | None,
+          concurrency: tuple[int, ...] | None, runs: int | None,
           tokenizer: str | None, text: Path | None, timeout: float | None, results_root: Path | None,
           compare: bool) -> None:
     """Benchmark RECIPE's running head with llama-benchy (prompt processing and generation tokens/s, time to first
@@ -82,7 +76,7 @@ def bench(recipe: str, cluster_path: Path | None, out_dir: Path | None, profile:
     plan, files, _ = compile_recipe(recipe, given)
     dep = deployment(plan, files, given.out)
     options = layered(plan.recipe.bench, profile, {
-        "pp": _numbers(pp), "tg": _numbers(tg), "depth": _numbers(depth), "concurrency": _numbers(concurrency),
+        "pp": pp, "tg": tg, "depth": depth, "concurrency": concurrency,
         "runs": runs, "tokenizer": tokenizer, "timeout": timeout})
     if plan.recipe.bench.schedule:
         click.echo(f"{dep.project}: [bench] schedule is sparkrun's; recipegen runs the options only", err=True)
@@ -97,6 +91,10 @@ def bench(recipe: str, cluster_path: Path | None, out_dir: Path | None, profile:
         click.echo(f"{dep.project}: bench interrupted; llama-benchy was stopped, nothing was written", err=True)
         sys.exit(130)
     _show_runs(f"{dep.project}: {outcome.produced_by['served_model_name']}", outcome.runs)
+    if outcome.not_written is not None:
+        click.echo(f"{dep.project}: bench: {outcome.not_written}; the results are kept in {outcome.folder} "
+                   "(results.json, results.csv, plot.png): move them under bench/", err=True)
+        sys.exit(1)
     click.echo(f"{dep.project}: results in {outcome.folder} (results.json, results.csv, plot.png)")
 
 

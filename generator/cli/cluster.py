@@ -158,6 +158,8 @@ def unlock(nodes: tuple[str, ...], cluster_path: Path | None, force: bool) -> No
     """Break the lock a recipegen command left on NODES (default: every node of the cluster) when it died without
     letting go (SIGKILL, a lost machine). Only a stale lock is broken (its process on this host is gone, or it
     outlived its own bound) unless --force: a lock held by a command still working elsewhere stays."""
+    from generator.deploy.contexts import context_finding
+    from generator.deploy.docker import DockerError, reason
     from generator.deploy.lock import break_lock, locks
     from generator.deploy.targets import OnNode
 
@@ -171,9 +173,11 @@ def unlock(nodes: tuple[str, ...], cluster_path: Path | None, force: bool) -> No
     for target, holder in zip(targets, locks(targets).values()):
         if holder is None:
             click.echo(f"{target.name}: not held")
-        elif isinstance(holder, Exception):
+        elif isinstance(holder, Exception):  # the line every command gives for a node it cannot reach
             failed = True
-            click.echo(f"{target.name}: FAILED: {holder}", err=True)
+            said = context_finding(target.name, target.node.context, holder).message \
+                if isinstance(holder, DockerError) else reason(holder)
+            click.echo(f"{target.name}: FAILED: {said}", err=True)
         elif holder.stale or force:
             break_lock(target, holder)
             why = f"stale: {holder.stale}" if holder.stale else "--force"

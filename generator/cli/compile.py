@@ -62,6 +62,7 @@ def build(recipes: tuple[str, ...], cluster_path: Path | None, out_dir: Path | N
     from generator.build import compile_recipes
     from generator.write.compare import differences
     from generator.write.journal import leftover_problems, recover
+    from generator.write.lock import held
     from generator.write.output import Stager
 
     given = inputs(cluster_path, out_dir, recipes)
@@ -77,10 +78,13 @@ def build(recipes: tuple[str, ...], cluster_path: Path | None, out_dir: Path | N
         sys.exit(1)
     prune = not recipes
     if not check:
-        print_diagnostics(recover(out))  # a build killed mid-swap: finish it first, and say so
-        with Stager(out, force) as stager:  # stages recipes as they compile; nothing lands unless all of them do
-            result = compile_recipes(paths, cluster, project.root, out, strict, on_result=stager.offer)
-            diffs = stager.commit(result.recipe_ids, prune)
+        # One build writes out/ at a time: another one's staging is not an interrupted build's to clean up, and
+        # out/'s files are checked (replaceable?) under the same lock as the swap.
+        with held(out.parent):
+            print_diagnostics(recover(out))  # a build killed mid-swap: finish it first, and say so
+            with Stager(out, force) as stager:  # stages recipes as they compile; nothing lands unless all do
+                result = compile_recipes(paths, cluster, project.root, out, strict, on_result=stager.offer)
+                diffs = stager.commit(result.recipe_ids, prune)
         print_diagnostics(result.warnings)
         for d in diffs:
             if d.kind in ("symlink", "stray"):

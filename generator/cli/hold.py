@@ -11,11 +11,13 @@ from typing import TYPE_CHECKING
 
 import click
 
+from generator.cli.params import seconds
+
 if TYPE_CHECKING:
     from generator.deploy.targets import OnNode
 
 lock_wait_option = click.option(
-    "--lock-wait", type=click.FloatRange(min=0), default=0.0, show_default=True, metavar="SECONDS",
+    "--lock-wait", type=str, callback=seconds(), default="0", show_default=True, metavar="SECONDS",
     help="How long to wait for nodes another recipegen command (from any machine) is changing; 0: refuse at once, "
          "naming it.")
 

@@ -12,11 +12,12 @@ from pathlib import Path
 
 from generator.diagnostics import Diagnostic, RecipegenError, display_path
 from generator.importers.base import ImportedRecipe, Importer, ImportOptions as ImportOptions, peer_key
-from generator.importers.clusters import ImportedCluster, convert_cluster, is_cluster_file, write_cluster
+from generator.importers.clusters import (ImportedCluster, cluster_exists, convert_cluster, is_cluster_file,
+                                         write_cluster)
 from generator.importers.eugr import EugrImporter
 from generator.importers.passenv import refuse_tokens
 from generator.importers.sparkrun import SparkrunImporter
-from generator.importers.writer import render, schema_error, write_recipes
+from generator.importers.writer import exists, render, schema_error, write_recipes
 from generator.importers.yamlfile import YamlFile, read
 from generator.resolve.model import RECIPE_ID
 
@@ -73,7 +74,7 @@ def _convert(path: Path, options: ImportOptions) -> tuple[ImportedRecipe, str]:
 def _prepare(path: Path, rid: str, recipes_dir: Path, options: ImportOptions, force: bool,
              dry_run: bool) -> ImportResult:
     """One recipe file converted and its target checked; nothing written yet."""
-    if not RECIPE_ID.match(rid):
+    if not RECIPE_ID.fullmatch(rid):
         raise RecipegenError(Diagnostic(display_path(path), None, None, "--id",
                                         f"'{rid}' is not a recipe id (lower-case letters, digits, '_' and '-')"))
     imported, text = _convert(path, options)
@@ -82,9 +83,8 @@ def _prepare(path: Path, rid: str, recipes_dir: Path, options: ImportOptions, fo
         raise RecipegenError(Diagnostic(display_path(path), None, None, None,
                                         f"lies in {display_path(folder)}, the folder the import replaces: move it "
                                         "out first, or import it with another --id"))
-    if not dry_run and not force and folder.exists():
-        raise RecipegenError(Diagnostic(display_path(folder), None, None, None,
-                                        "a recipe with this id exists: pass --force to replace it, or --id"))
+    if not dry_run and not force and folder.exists():  # early; checked again at the swap
+        raise exists(folder)
     return ImportResult(rid, folder, text, imported, not dry_run)
 
 
@@ -106,7 +106,7 @@ def import_recipe(path: Path, recipes_dir: Path, recipe_id: str | None, options:
                   force: bool = False, dry_run: bool = False) -> ImportResult:
     result = _prepare(path, recipe_id or recipe_id_from(path.stem), recipes_dir, options, force, dry_run)
     if result.written:
-        write_recipes([(result.folder, result.text, result.imported)])
+        write_recipes([(result.folder, result.text, result.imported)], force)
     return result
 
 
@@ -122,7 +122,7 @@ def import_files(files: list[Path], recipes_dir: Path, cluster_target: Path, rec
         raise ImportUsageError("one cluster file at a time: it becomes the project's cluster.toml")
     if recipe_id is not None and len(recipes) != 1:
         raise ImportUsageError("--id names one recipe: give one recipe FILE with it")
-    if recipe_id is not None and not RECIPE_ID.match(recipe_id):
+    if recipe_id is not None and not RECIPE_ID.fullmatch(recipe_id):
         raise ImportUsageError(f"--id '{recipe_id}' is not a recipe id (lower-case letters, digits, '_' and '-')")
     ids = [recipe_id or recipe_id_from(f.stem) for f in recipes]
     if len(set(ids)) < len(ids):
@@ -131,12 +131,11 @@ def import_files(files: list[Path], recipes_dir: Path, cluster_target: Path, rec
     cluster = None
     if clusters:
         imported, text = convert_cluster(clusters[0])
-        if not dry_run and not force and cluster_target.exists():
-            raise RecipegenError(Diagnostic(display_path(cluster_target), None, None, None,
-                                            "the project has a cluster file: pass --force to replace it"))
+        if not dry_run and not force and cluster_target.exists():  # early; the write checks again
+            raise cluster_exists(cluster_target)
         cluster = ClusterResult(cluster_target, text, imported, not dry_run)
     results = [_prepare(f, rid, recipes_dir, options, force, dry_run) for f, rid in zip(recipes, ids)]
     if not dry_run:
-        write_recipes([(r.folder, r.text, r.imported) for r in results],
-                      before_swap=lambda: write_cluster(cluster.target, cluster.text) if cluster else None)
+        write_recipes([(r.folder, r.text, r.imported) for r in results], force,
+                      before_swap=lambda: write_cluster(cluster.target, cluster.text, force) if cluster else None)
     return results, cluster

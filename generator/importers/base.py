@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Protocol, Union
 
 from generator.importers.yamlfile import YamlFile
+from generator.resolve.model import ModFile
 
 TomlValue = Union[str, int, float, bool, list[Any], dict[str, Any]]  # what TOML holds ([bench] nests)
 
@@ -35,11 +36,13 @@ class EnvVar:
 
 @dataclass(frozen=True)
 class ModCopy:
-    """A mod folder found where the peer finds it, copied into the recipe's folder as mods/<name>."""
+    """A mod folder found where the peer finds it, copied into the recipe's folder as mods/<name>: its files as
+    build reads them (generator/resolve/mods.py), so the copy holds exactly what build would inline."""
 
     name: str
     folder: Path
     source: str
+    files: tuple[ModFile, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -65,6 +68,17 @@ def peer_key(doc: YamlFile, recipe_key: str, source: str) -> tuple[str, ...]:
         if doc.line(*path) is not None:
             return path
     return (recipe_key,)
+
+
+def scalar_default(doc: YamlFile, name: str, value: object) -> None:
+    """A default that fills a placeholder must be one value: a list or a mapping would reach the command as its
+    Python text (`['a', 'b']`), which no engine reads, and the recipe would not boot."""
+    if isinstance(value, (list, dict)):
+        kind = "a list" if isinstance(value, list) else "a mapping"
+        shown = str(value) if len(str(value)) <= 40 else str(value)[:37] + "..."
+        raise doc.error(("defaults", name), f"is {kind}: the command's {{{name}}} would become its Python text "
+                                            f"{shown}, which the engine cannot read; give the one value the "
+                                            "command needs (a string)")
 
 
 def no_model(doc: YamlFile) -> NotCarried:

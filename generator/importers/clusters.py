@@ -28,7 +28,7 @@ from generator.importers.yamlfile import YamlFile, read, read_text
 SCHEMA_LINE = "#:schema ./schema/cluster.schema.json"
 _ETH_VARS = ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "TP_SOCKET_IFNAME", "UCX_NET_DEVICES", "MN_IF_NAME",
              "OMPI_MCA_btl_tcp_if_include")  # run-cluster-node.sh: all set to --eth-if
-_ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_ENV_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _ENV_KEYS_USED = {"CLUSTER_NODES", "ETH_IF", "IB_IF", "MASTER_PORT", "CONTAINER_NAME", "LOCAL_IP"}
 
 
@@ -74,7 +74,8 @@ def convert_cluster(path: Path) -> tuple[ImportedCluster, str]:
     error = schema_error(text, "cluster")
     if error is not None:  # at the peer key the value came from, as its comment names it
         key = error.key or ""
-        source = next((f.source for f in imported.fields if f.key == key.split(".")[0]), "")
+        sources = {f.key: f.source for f in imported.fields} | {f"env.{v.name}": v.source for v in imported.env}
+        source = sources.get(key) or sources.get(key.split(".")[0], "")
         said = source.removeprefix(f"{path.name}: ")
         raise fail(said.split(" ")[0] if said != source else key,
                    f"the cluster file's `{key}` would be invalid: {error.message}")
@@ -90,7 +91,7 @@ def _eugr_env(path: Path) -> tuple[ImportedCluster, Callable[[str, str], Recipeg
             continue
         key, eq, value = line.partition("=")
         key, value = key.strip(), value.strip()
-        problem = ("no '=': not KEY=value" if not eq else "not a variable name" if not _ENV_KEY.match(key)
+        problem = ("no '=': not KEY=value" if not eq else "not a variable name" if not _ENV_KEY.fullmatch(key)
                    else f"{key} again (first on line {values[key][1]})" if key in values else None)
         if problem:  # launch-cluster.sh refuses the whole file for each of these
             raise RecipegenError(Diagnostic(shown, number, None, key or None, problem))
@@ -98,8 +99,9 @@ def _eugr_env(path: Path) -> tuple[ImportedCluster, Callable[[str, str], Recipeg
             value = value[1:-1]
         values[key] = (value, number)
 
-    def fail(key: str, message: str) -> RecipegenError:
-        return RecipegenError(Diagnostic(shown, values.get(key, ("", None))[1], None, key, message))
+    def fail(key: str, message: str) -> RecipegenError:  # a key the file has, at its line; else the file alone
+        return RecipegenError(Diagnostic(shown, values[key][1], None, key, message) if key in values
+                              else Diagnostic(shown, None, None, None, message))
 
     hosts = [h.strip() for h in values.get("CLUSTER_NODES", ("", 0))[0].split(",") if h.strip()]
     if not hosts:
@@ -206,7 +208,15 @@ def render_cluster(c: ImportedCluster) -> str:
     return "\n".join(out) + "\n"
 
 
-def write_cluster(path: Path, text: str) -> None:
-    """One rename: the old file or the new one, never half of either (the existing file was checked for, and
-    --force given, before anything is written)."""
-    write_atomic(path, text, force=True)
+def write_cluster(path: Path, text: str, force: bool) -> None:
+    """One rename: the old file or the new one, never half of either. Without `force`, a hard link that fails
+    when the file exists: the check is the write itself (an import started meanwhile may have written it)."""
+    try:
+        write_atomic(path, text, force)
+    except FileExistsError:
+        raise cluster_exists(path) from None
+
+
+def cluster_exists(path: Path) -> RecipegenError:
+    return RecipegenError(Diagnostic(display_path(path), None, None, None,
+                                     "the project has a cluster file: pass --force to replace it"))

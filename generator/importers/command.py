@@ -46,8 +46,11 @@ def split_command(text: str, fail: Callable[[str], Exception]) -> Command:
         raise fail(f"the command cannot be split into shell words: {exc}") from None
     env: list[tuple[str, str]] = []
     i = 0
-    while i < len(words) and _ASSIGNMENT.match(words[i].text) and not words[i].shell:
+    while i < len(words) and _ASSIGNMENT.match(words[i].text):
         name, _, value = words[i].text.partition("=")
+        if words[i].shell:  # `FOO=$(whoami)`: sh would run or expand it; the recipe's env holds no shell
+            raise fail(f"'{words[i].text}' sets {name} before the serve command to what a shell works out (a $, "
+                       "a backtick): recipegen runs no shell; give the value it stands for in env")
         env.append((name, value))
         i += 1
     texts = [w.text for w in words]

@@ -21,7 +21,7 @@ import string
 from typing import Any
 
 from generator.importers.base import (EnvVar, Field, ImportedRecipe, ImportOptions, NotCarried, no_model,
-                                      parallel_size)
+                                      parallel_size, scalar_default)
 from generator.importers.command import split_command
 from generator.importers.modsearch import find_mods
 from generator.importers.passenv import split_secrets
@@ -62,11 +62,18 @@ class EugrImporter:
                 raise doc.error(key, f"must be a mapping, not {type(value).__name__}")
         nodes = _node_count(doc, defaults)
         ray = options.ray and nodes > 1
+        for name, value in defaults.items():
+            if name in _placeholders(data["command"]):
+                scalar_default(doc, str(name), value)
         try:
             command = data["command"].format(**defaults)
-        except (KeyError, IndexError) as exc:
+        except KeyError as exc:
             raise doc.error("command", f"placeholder {exc} has no value in defaults (run-recipe.py stops "
                                        f"with 'Missing parameter')") from None
+        except IndexError:  # `{0}` or `{}`: format(**defaults) has no positional values
+            raise doc.error("command", "a positional placeholder (`{}` or `{0}`): run-recipe.py fills only named "
+                                       "ones from defaults (`{port}`); name it, or write {{ }} for literal "
+                                       "braces") from None
         except (ValueError, AttributeError, TypeError) as exc:
             raise doc.error("command", f"Python str.format refuses the template: {exc} (write {{{{ and }}}} "
                                        f"for literal braces)") from None
@@ -143,11 +150,7 @@ def _not_carried(doc: YamlFile, env: dict[str, Any], wiring: tuple[str, ...]) ->
     named += [NotCarried(f"env.{k}", doc.line("env", str(k)), "eugr exports it in double quotes, so bash would "
                                                              "expand or unescape it there; carried as written")
               for k, v in env.items() if _SH_DOUBLE.search(str(v))]
-    try:
-        used = {f for _, f, _, _ in string.Formatter().parse(str(doc.data.get("command"))) if f is not None}
-    except ValueError:
-        used = set()
-    used = {re.split(r"[.\[]", f, maxsplit=1)[0] for f in used} | {"tensor_parallel", "pipeline_parallel"}
+    used = _placeholders(str(doc.data.get("command"))) | {"tensor_parallel", "pipeline_parallel"}
     named += [NotCarried(f"defaults.{k}", doc.line("defaults", str(k)), "no placeholder in the command uses it")
               for k in (doc.data.get("defaults") or {}) if str(k) not in used]
     named += [NotCarried(k, doc.line(k), "not a key run-recipe.py reads: no recipegen home")
@@ -155,3 +158,12 @@ def _not_carried(doc: YamlFile, env: dict[str, Any], wiring: tuple[str, ...]) ->
     named += [NotCarried("command", doc.line("command"), f"{flag}: rank wiring the compiler writes from the "
                                                          f"cluster file (dropped from args)") for flag in wiring]
     return named
+
+
+def _placeholders(command: str) -> set[str]:
+    """The defaults a str.format template reads (`{a.b}` and `{a[0]}` read a)."""
+    try:
+        fields = {f for _, f, _, _ in string.Formatter().parse(command) if f is not None}
+    except ValueError:
+        return set()
+    return {re.split(r"[.\[]", f, maxsplit=1)[0] for f in fields}

@@ -2,17 +2,17 @@
 the recipe file (`<ref>`, then `mods/<ref>`; a leading `mods/` of the reference is dropped first), then in the
 registry the file belongs to (the nearest parent with a `.sparkrun/registry.yaml`: its registries' `mods`
 folders, the file's own registry first), then `mods/<name>` in the nearest parent folder that has it (eugr's
-checkout, where recipes/ and mods/ are siblings). A mod is a folder with a run.sh."""
+checkout, where recipes/ and mods/ are siblings). A mod is a folder with a run.sh; its files are read by build's
+own reader (generator/resolve/mods.py), so an import refuses what build refuses (a link out of the folder)."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
-import yaml
-
+from generator.diagnostics import RecipegenError, display_path
 from generator.importers.base import ModCopy
-from generator.importers.yamlfile import YamlFile
+from generator.importers.yamlfile import YamlFile, read
+from generator.resolve.mods import read_files
 
 
 def find_mods(doc: YamlFile, refs: object) -> tuple[ModCopy, ...]:
@@ -35,7 +35,11 @@ def find_mods(doc: YamlFile, refs: object) -> tuple[ModCopy, ...]:
         if any(m.name == folder.name for m in found):
             raise doc.error("mods", f"mods[{i}] '{ref}' has the folder name of an earlier mod: both would land in "
                                     f"the container as /workspace/mods/{folder.name}")
-        found.append(ModCopy(folder.name, folder, f"{doc.name}: mods[{i}] ({ref})"))
+        # build's own reading of a mod folder (a link out of it, a linked folder, a binary file: refused at the
+        # peer's `mods` line), and what it read is what the import writes: the files build would inline
+        shown = f"mods[{i}] '{ref}' ({display_path(folder)})"
+        files = read_files(folder, lambda m: doc.error("mods", f"{shown}: {m}"))
+        found.append(ModCopy(folder.name, folder, f"{doc.name}: mods[{i}] ({ref})", files))
     return tuple(found)
 
 
@@ -53,10 +57,10 @@ def _candidates(recipe: Path, rel: str) -> list[Path]:
 def _registry_mods(manifest: Path, recipe: Path) -> list[str]:
     """The `mods` folders a registry manifest declares, the one of the registry holding `recipe` first."""
     try:
-        data: Any = yaml.safe_load(manifest.read_text("utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        data = read(manifest).data  # within the same bounds as a recipe file
+    except RecipegenError:
         return []
-    entries = data.get("registries") if isinstance(data, dict) else None
+    entries = data.get("registries")
     mods: list[tuple[bool, str]] = []
     for entry in entries if isinstance(entries, list) else []:
         if isinstance(entry, dict):

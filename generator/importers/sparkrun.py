@@ -17,7 +17,7 @@ from typing import Any
 
 from generator.importers.bench import bench_table
 from generator.importers.base import (EnvVar, Field, ImportedRecipe, ImportOptions, NotCarried, no_model,
-                                      parallel_size)
+                                      parallel_size, scalar_default)
 from generator.importers.command import split_command
 from generator.importers.modsearch import find_mods
 from generator.importers.passenv import split_secrets
@@ -231,7 +231,9 @@ def _substitute(doc: YamlFile, key: str, text: str, chain: dict[str, Any]) -> st
     """vpd's arg_substitute repeated until nothing changes, as sparkrun renders a command and its pre_exec
     (hooks.render_hook_command): `{key}` becomes str() of the value; a key without one stays as written."""
     def replace(m: re.Match[str]) -> str:
-        value = chain.get(m.group().strip("}{"))
+        name = m.group().strip("}{")
+        value = chain.get(name)
+        scalar_default(doc, name, value)
         return str(value) if value is not None else m.group()
 
     rendered, last = text, None
@@ -272,7 +274,9 @@ def _unknown(doc: YamlFile, executor: dict[str, Any], unresolved: list[str],
                                 "recipegen has no revision key: `recipegen models` copies the revision `--revision` "
                                 "in args names; add `--revision` to args if the engine should load it"))
     plugin = "runtime_config for sparkrun's runtime plugin: no recipegen home"
-    named += [NotCarried(k, doc.line(k), plugin) for k in doc.data if k not in _IGNORED and k not in _NOT_CARRIED]
+    named += [NotCarried(k, doc.line(k), "not a sparkrun recipe key recipegen knows (sparkrun hands such keys to its "
+                                         "runtime plugin): no recipegen home")
+              for k in doc.data if k not in _IGNORED and k not in _NOT_CARRIED]
     named += [NotCarried(f"runtime_config.{k}", doc.line("runtime_config", str(k)), plugin)
               for k in _mapping(doc, "runtime_config")]
     named += [NotCarried(f"executor_config.{k}", doc.line("executor_config", k),

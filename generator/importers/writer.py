@@ -19,6 +19,7 @@ from typing import Any, Callable
 from generator.diagnostics import Diagnostic, RecipegenError, display_path
 from generator.importers.base import ImportedRecipe, TomlValue
 from generator.read import tomltext
+from generator.write.lock import held
 
 SCHEMA_LINE = "#:schema ../../schema/recipe.schema.json"
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
@@ -112,13 +113,16 @@ def schema_error(text: str, kind: str) -> Diagnostic | None:
     return errors[0] if errors else None
 
 
-def write_recipes(recipes: list[tuple[Path, str, ImportedRecipe]], before_swap: Callable[[], None] = lambda: None,
-                  ) -> None:
+def write_recipes(recipes: list[tuple[Path, str, ImportedRecipe]], force: bool,
+                  before_swap: Callable[[], None] = lambda: None) -> None:
     """Each recipes/<id>/ (folder, its recipe.toml text, its import) with mods/<name>/ copied, swapped in whole
     (the caller decides whether an existing folder may be replaced). All are staged first, in a hidden folder at
     the project root, not under recipes/, so a build running meanwhile (or after a crash) never sees a half-made
     recipe, and a mod that cannot be copied leaves every recipe unwritten. `before_swap` runs once all are staged
-    (the cluster file's write, so it too is skipped when a copy fails)."""
+    (the cluster file's write, so it too is skipped when a copy fails).
+
+    Without `force` the id is checked again at the swap, under the project's write lock (generator/write/lock.py):
+    of two imports of one id started together, the second is refused, never silently replacing the first."""
     if not recipes:
         before_swap()
         return
@@ -128,23 +132,31 @@ def write_recipes(recipes: list[tuple[Path, str, ImportedRecipe]], before_swap: 
     try:
         staged = [(_stage(stage / str(n), text, imported), folder)
                   for n, (folder, text, imported) in enumerate(recipes)]
-        before_swap()
-        for n, (new, folder) in enumerate(staged):
-            if folder.exists():  # two renames: the old recipe leaves, the new one arrives
-                os.rename(folder, stage / f".replaced-{n}")
-            os.rename(new, folder)
+        with held(recipes_dir.parent):
+            for _, folder in staged:
+                if not force and (folder.exists() or folder.is_symlink()):
+                    raise exists(folder)
+            before_swap()
+            for n, (new, folder) in enumerate(staged):
+                if folder.exists() or folder.is_symlink():  # two renames: the old recipe leaves, the new one arrives
+                    os.rename(folder, stage / f".replaced-{n}")
+                os.rename(new, folder)
     finally:
         shutil.rmtree(stage, ignore_errors=True)
+
+
+def exists(folder: Path) -> RecipegenError:
+    return RecipegenError(Diagnostic(display_path(folder), None, None, None,
+                                     "a recipe with this id exists: pass --force to replace it, or --id"))
 
 
 def _stage(new: Path, text: str, imported: ImportedRecipe) -> Path:
     new.mkdir()
     (new / "recipe.toml").write_text(text, "utf-8")
-    for mod in imported.mods:
-        try:
-            shutil.copytree(mod.folder, new / "mods" / mod.name, symlinks=False)
-        except shutil.Error as exc:  # every file that failed: (source, target, why); name the first
-            source, _, why = exc.args[0][0]
-            raise RecipegenError(Diagnostic(display_path(source), None, None, "mods",
-                                            f"cannot copy this file of mod '{mod.name}': {why}")) from None
+    for mod in imported.mods:  # the files as build read them: no link followed at copy time
+        for file in mod.files:
+            target = new / "mods" / mod.name / file.path
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(file.text.encode("utf-8"))
+            target.chmod(0o755 if file.executable else 0o644)
     return new

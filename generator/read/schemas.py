@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime
 import difflib
 import json
+import re
 from functools import cache
 from typing import Any, Iterable, Iterator
 
@@ -61,11 +62,37 @@ def _validator(kind: str) -> Any:
     # ulimit is what Docker and the engines refuse: an integer is a TOML integer.
     checker = jsonschema.Draft7Validator.TYPE_CHECKER.redefine(
         "integer", lambda _checker, value: isinstance(value, int) and not isinstance(value, bool))
-    strict = jsonschema.validators.extend(jsonschema.Draft7Validator, type_checker=checker)
+    strict = jsonschema.validators.extend(jsonschema.Draft7Validator, type_checker=checker,
+                                          validators={"pattern": _pattern})
     formats = jsonschema.FormatChecker([])
     for name, check in FORMATS.items():
         formats.checks(name)(check)
     return strict(schema(kind), format_checker=formats)
+
+
+def _pattern(validator: Any, pattern: str, instance: Any, schema: dict[str, Any]) -> Iterator[Any]:
+    """jsonschema's `pattern`, with `$` meaning the end as JSON Schema's ECMA-262 regexes (and editors, and
+    jsonschema_rs) read it: Python's `$` also matches before a final newline, which let `"spark1\n"` through."""
+    import jsonschema
+
+    if validator.is_type(instance, "string") and not _ecma(pattern).search(instance):
+        yield jsonschema.ValidationError(f"{instance!r} does not match {pattern!r}")
+
+
+@cache
+def _ecma(pattern: str) -> re.Pattern[str]:
+    """The pattern with every `$` outside a character class (and not escaped) made `\\Z`."""
+    out, i, in_class = [], 0, False
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "\\":
+            out.append(pattern[i:i + 2])
+            i += 2
+            continue
+        in_class = (in_class or c == "[") and not (in_class and c == "]")
+        out.append("\\Z" if c == "$" and not in_class else c)
+        i += 1
+    return re.compile("".join(out))
 
 
 @cache
@@ -252,5 +279,6 @@ def _message(validator: str, value: Any, sub: dict[str, Any], error: Any) -> str
     if validator == "minLength":
         return "must not be empty"
     if validator == "uniqueItems":
-        return "items must be unique"
+        twice = next((v for i, v in enumerate(value) if v in value[:i]), None) if isinstance(value, list) else None
+        return "items must be unique" + (f": {_shown(twice)} is given twice" if twice is not None else "")
     return str(error.message)

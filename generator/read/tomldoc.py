@@ -14,12 +14,16 @@ from pathlib import Path
 from typing import Any
 
 from generator.diagnostics import Diagnostic, RecipegenError, display_path
+from generator.read import tomltext
 from generator.read.origin import Origin
 
 
 KeyPath = tuple[str | int, ...]
 
 _SYNTAX_AT = re.compile(r"\s*\(at line (\d+), column (\d+)\)$")
+# tomllib names a table by its key as a Python tuple (`cannot declare ('env',) twice`): shown as TOML's [env]
+_TUPLE = re.compile(r"\((?:'[^']*'|\"[^\"]*\")(?:, (?:'[^']*'|\"[^\"]*\"))*,?\)")
+_ITEM = re.compile(r"'([^']*)'|\"([^\"]*)\"")
 _KEY_AT_START = re.compile(r"""^\s*\[*\s*([A-Za-z0-9_\-."]+)""")
 _KEY_ASSIGNED = re.compile(r"""^([A-Za-z0-9_\-."]+)\s*=""")  # an unindented `key =`: where a value starts
 _TRIPLE_QUOTE = re.compile(r'"""|\'\'\'')
@@ -132,6 +136,8 @@ def _syntax_diagnostic(shown: str, text: str, message: str) -> Diagnostic:
         if "nterminated" in message and opened is not None:  # point where the string opens, not at EOF
             line, col = opened
             message = "multi-line string opened here is never closed"
+    message = _TUPLE.sub(lambda m: "[" + ".".join(tomltext.key(a or b) for a, b in _ITEM.findall(m[0])) + "]",
+                         message)  # ('env',) -> [env]
     return Diagnostic(shown, line, col, _key_near(text.splitlines(), line),
                       f"TOML syntax: {message[0].lower()}{message[1:]}")
 

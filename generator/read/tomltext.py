@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-_BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
+_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
 # TOML's basic strings refuse control characters; U+2028/U+2029 are escaped too, as editors show them as breaks.
 _ESCAPE = re.compile("[\x00-\x1f\x7f\u2028\u2029]")
 _SHORT = {"\n": "\\n", "\t": "\\t", "\r": "\\r"}
@@ -19,7 +19,7 @@ def basic_string(value: str) -> str:
 
 def key(name: str) -> str:
     """A bare key where TOML allows one, else a quoted key."""
-    return name if _BARE_KEY.match(name) else basic_string(name)
+    return name if _BARE_KEY.fullmatch(name) else basic_string(name)
 
 
 def number(value: int | float) -> str:

@@ -43,7 +43,14 @@ def split_words(doc: TomlDocument, items: list[str], layer: str, key: str = "arg
             origins[i] = doc.origin(layer, (key, i), value=True)
         return origins[i]
 
-    return tuple(Arg(w.text, origin(bisect_right(starts, w.start) - 1), w.shell) for w in words)
+    # the space after an element ending in an odd run of backslashes is escaped: it glues the next element on
+    escaped = {starts[i + 1] - 1: item for i, item in enumerate(items[:-1])
+               if (len(item) - len(item.rstrip("\\"))) % 2}
+
+    def glued(w: shellwords.Word) -> str | None:
+        return next((item for at, item in escaped.items() if w.start <= at < w.end), None)
+
+    return tuple(Arg(w.text, origin(bisect_right(starts, w.start) - 1), w.shell, glued(w)) for w in words)
 
 
 def flag_name(word: str) -> str | None:

@@ -18,6 +18,13 @@ FRAMEWORK = "llama-benchy"  # the only framework recipegen runs (sparkrun's defa
 
 # llama-benchy 0.4.0's options that take several values (`--pp 512 2048`).
 LIST_OPTIONS = ("pp", "tg", "depth", "concurrency")
+# What llama-benchy can run for each (the schema says the same: tests/test_bench_table.py compares). A prompt
+# and a generation need a token; llama-benchy builds each prompt (depth + pp tokens) as a list of token ids
+# repeated up to that length in memory (llama_benchy/prompts.py), so 2**24 tokens: above every served model's
+# context (the longest, 10M) and ~130 MB a prompt, where 10**20 ended in its MemoryError. Each concurrent request
+# is a connection of its own (aiohttp, limit = concurrency + 5): 512 stays within the usual 1024 open files.
+MAX_TOKENS = 2**24
+BOUNDS = {"pp": (1, MAX_TOKENS), "tg": (1, MAX_TOKENS), "depth": (0, MAX_TOKENS), "concurrency": (1, 512)}
 # ... that take no value (present or not).
 SWITCH_OPTIONS = ("exact_tg", "no_cache", "no_warmup", "skip_coherence", "adapt_prompt", "no_adapt_prompt",
                   "enable_prefix_caching", "exit_on_first_fail", "no_results_on_fail",

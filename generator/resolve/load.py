@@ -51,7 +51,7 @@ def load_recipe(path: str | Path, recipes_dir: Path | None = None,
     chain = _load_chain(path, recipes_dir, collect)
     child = chain[0]
     recipe_id = path.resolve().parent.name
-    if not RECIPE_ID.match(recipe_id):
+    if not RECIPE_ID.fullmatch(recipe_id):
         raise RecipegenError(Diagnostic(child.shown, None, None, None,
                                         f"recipe folder name '{recipe_id}' cannot be a recipe id: it names the "
                                         "Compose project and Swarm stack, so lowercase letters, digits, '-' and "

@@ -17,7 +17,7 @@ from generator.read.tomldoc import TomlDocument
 from generator.resolve.benchtable import BenchTable
 
 # The recipe id is the Compose project name (`name:`) and the Swarm stack name: Compose's rule, no dots.
-RECIPE_ID = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
+RECIPE_ID = re.compile(r"[a-z0-9][a-z0-9_-]*")  # fullmatch only: `$` would let "id\n" through
 
 ENGINE_DEFAULT_ENTRYPOINT = {"vllm": ("vllm", "serve"), "sglang": ("python3", "-m", "sglang.launch_server")}
 ENGINE_DEFAULT_PORT = {"vllm": 8000, "sglang": 30000}
@@ -111,6 +111,9 @@ class Arg:
     # What sh would have done to the word beyond removing quotes (generator.read.shellwords); () for most words.
     # Kept on the word so it follows the word through `extends` merges to the `shell-literal` lint rule.
     shell: tuple[str, ...] = ()
+    # The element (as written) whose trailing backslash escaped the space that joins it to the next element, so
+    # sh made the two one word (`"4096\\", "--enforce-eager"` is the word `4096 --enforce-eager`); None for most.
+    glued: str | None = None
 
 
 @dataclass(frozen=True)

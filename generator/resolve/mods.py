@@ -18,7 +18,7 @@ from generator.resolve.model import Mod, ModFile
 
 MOD_ENTRY = "run.sh"
 MAX_MOD_BYTES = 1024 * 1024  # all files of one mod: they are committed inside every node's compose file
-_SAFE_NAME = re.compile(r"^[A-Za-z0-9._+-]+$")  # one path segment, as it lands in the container
+_SAFE_NAME = re.compile(r"[A-Za-z0-9._+-]+")  # one path segment, as it lands in the container
 
 
 def load_mods(doc: TomlDocument, layer: str, refs: list[str], project_mods: Path) -> tuple[Mod, ...]:
@@ -36,13 +36,13 @@ def load_mods(doc: TomlDocument, layer: str, refs: list[str], project_mods: Path
         if not (folder / MOD_ENTRY).is_file():
             raise fail(f"mod '{ref}' has no {MOD_ENTRY} ({folder}): a mod is a folder with a {MOD_ENTRY} to run")
         name = folder.resolve().name
-        if not _SAFE_NAME.match(name):
+        if not _SAFE_NAME.fullmatch(name):
             raise fail(f"mod folder name '{name}' is not a plain file name (letters, digits, '.', '_', '+', '-')")
         if name in names:
             raise fail(f"mod '{ref}' has the same folder name as mods[{names[name]}]: both would land in "
                        f"the container's mods folder as '{name}'")
         names[name] = i
-        mods.append(Mod(name, ref, _read_files(folder, fail), doc.origin(layer, ("mods", i), value=True),
+        mods.append(Mod(name, ref, read_files(folder, fail), doc.origin(layer, ("mods", i), value=True),
                         folder))
     return tuple(mods)
 
@@ -56,7 +56,9 @@ def _find(base: Path, ref: str, project_mods: Path) -> Path | None:
     return None
 
 
-def _read_files(folder: Path, fail: Callable[[str], RecipegenError]) -> tuple[ModFile, ...]:
+def read_files(folder: Path, fail: Callable[[str], RecipegenError]) -> tuple[ModFile, ...]:
+    """The mod's files as they travel; `fail` makes the error of each refusal (build: at the recipe's `mods`
+    element; import: at the peer file's `mods` line)."""
     files: list[ModFile] = []
     total = 0
     root = folder.resolve()
@@ -70,7 +72,7 @@ def _read_files(folder: Path, fail: Callable[[str], RecipegenError]) -> tuple[Mo
         for filename in sorted(filenames):
             path = Path(dirpath) / filename
             relative = path.relative_to(folder).as_posix()
-            if any(not _SAFE_NAME.match(part) for part in relative.split("/")):
+            if any(not _SAFE_NAME.fullmatch(part) for part in relative.split("/")):
                 raise fail(f"mod file '{relative}' has a name that cannot travel in a compose file; rename it")
             if path.is_symlink() and not path.resolve().is_relative_to(root):
                 raise fail(f"mod file '{relative}' is a symlink out of the mod folder")

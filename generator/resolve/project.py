@@ -64,7 +64,8 @@ class Project:
     def all_recipes(self) -> list[Path]:
         if not self.recipes_dir.is_dir():
             return []
-        return sorted(p / RECIPE_FILE for p in self.recipes_dir.iterdir() if (p / RECIPE_FILE).is_file())
+        return sorted(p / RECIPE_FILE for p in self.recipes_dir.iterdir()
+                      if (p / RECIPE_FILE).is_file() and linked(p / RECIPE_FILE) is None)
 
     def skipped_recipes(self) -> list[Diagnostic]:
         return skipped_entries(self.recipes_dir)
@@ -122,16 +123,30 @@ class Project:
                                             f"name, so this would be built as '{path.resolve().parent.name}' and "
                                             f"replace out/{path.resolve().parent.name}; move it to a folder of its "
                                             f"own as {RECIPE_FILE}"))
-        if path.is_file() or (path / RECIPE_FILE).is_file():
-            return recipe_file(path)
-        by_id = self.recipes_dir / ref / RECIPE_FILE
-        if by_id.is_file():
-            return by_id
+        found = recipe_file(path) if path.is_file() or (path / RECIPE_FILE).is_file() else \
+            self.recipes_dir / ref / RECIPE_FILE
+        if found.is_file():
+            why = linked(found)
+            if why is not None:
+                shown = f"{display_path(found.parent.parent)}/{found.parent.name}"  # the link, not its target
+                raise RecipegenError(Diagnostic(shown, None, None, None, why))
+            return found
         if path.is_dir():
             return recipe_file(path)  # reported as a folder without recipe.toml
         raise RecipegenError(Diagnostic(display_path(ref), None, None, None,
                                         f"no such recipe (not a file, a folder with {RECIPE_FILE}, "
                                         f"or a recipe id under {display_path(self.recipes_dir)})"))
+
+
+def linked(recipe: Path) -> str | None:
+    """Why a recipe reached through a symlink (its folder, or its recipe.toml) is no recipe of its own: its id is
+    the name of the folder the link leads to, so it would build as that recipe (and a full build, meeting that
+    recipe twice, would build it once). None for a recipe that is where it is named."""
+    given, real = recipe.absolute().parent.name, recipe.resolve().parent.name
+    if given == real:
+        return None
+    return (f"is a symlink to the recipe '{real}': a recipe's id is its folder's name, so it would build as "
+            f"'{real}'; make it a folder of its own (`extends = \"{real}\"` takes the rest from it)")
 
 
 def skipped_entries(folder: Path) -> list[Diagnostic]:
@@ -149,7 +164,10 @@ def skipped_entries(folder: Path) -> list[Diagnostic]:
                 continue  # a README beside the recipes is not a recipe someone expects built
             why = f"is not a folder: a recipe is recipes/<id>/{RECIPE_FILE} (move it to {entry.stem}/{RECIPE_FILE})"
         elif recipe.is_file():
-            continue
+            link = linked(recipe)
+            if link is None:
+                continue
+            why = link
         elif recipe.is_symlink() and not recipe.exists():
             why = f"{RECIPE_FILE} is a symlink to a missing file ({recipe.readlink()})"
             entry = recipe
