@@ -539,6 +539,8 @@ EDITOR_BLIND = {"clusters/duplicate-node-name": "a rule across nodes; a JSON Sch
                 "recipes/nul-in-paths": "a NUL in any string: checked by recipegen beside the schema",
                 "recipes/size-overflow": "the `docker-size` format (int64 bytes): editors skip unknown formats",
                 "clusters/range-duration-overflow": "the `go-duration` format: editors skip unknown formats",
+                "recipes/range-duration-int64": "the `docker-start-period` format: editors skip unknown formats",
+                "clusters/range-duration-int64": "the `go-duration` format: editors skip unknown formats",
                 "recipes/mount-targets-normalised": "lint rule mount-target: paths compared after normalising",
                 "clusters/pass-env-clashes": "lint: names compared with the env tables and the compiler's",
                 "recipes/secret-new-places": "lint rule secret: token shapes and secret names, and a mod's files",
