@@ -535,11 +535,8 @@ def _with_directive(case_file: Path, directive: str) -> str:
 # Corpus cases no JSON Schema can catch (rules across values): editors accept them, recipegen does not.
 EDITOR_BLIND = {"clusters/duplicate-node-name": "a rule across nodes; a JSON Schema cannot state it",
                 "clusters/duplicate-node-address-context": "a rule across nodes; a JSON Schema cannot state it",
-                "recipes/nul-characters": "a NUL in any string: checked by recipegen beside the schema",
-                "recipes/nul-in-paths": "a NUL in any string: checked by recipegen beside the schema",
-                "recipes/size-overflow": "the `docker-size` format (int64 bytes): editors skip unknown formats",
                 "clusters/range-duration-overflow": "the `go-duration` format: editors skip unknown formats",
-                "recipes/range-duration-int64": "the `docker-start-period` format: editors skip unknown formats",
+                "recipes/range-duration-int64": "the `docker-start-period` format beyond int64: a sum no pattern adds",
                 "clusters/range-duration-int64": "the `go-duration` format: editors skip unknown formats",
                 "recipes/mount-targets-normalised": "lint rule mount-target: paths compared after normalising",
                 "clusters/pass-env-clashes": "lint: names compared with the env tables and the compiler's",
