@@ -600,16 +600,16 @@ def test_editor_rejects_misspelt_cluster_key(tool: str, tmp_path: Path) -> None:
     assert "master_prot" in output and "contxt" in output, output
 
 
-def test_readme_gives_the_editor_commands_these_tests_run() -> None:
-    """A newcomer copies the README's terminal check: it must be the command that really checks."""
-    readme = (ROOT / "README.md").read_text("utf-8")
+def test_the_docs_give_the_editor_commands_these_tests_run() -> None:
+    """A newcomer copies the editors page's terminal check: it must be the command that really checks."""
+    page = (ROOT / "docs" / "editors.md").read_text("utf-8")
     for tool, args in EDITOR_CMDS.items():
-        assert f"\n{tool} {' '.join(args)} " in readme, f"README does not show `{tool} {' '.join(args)}`"
+        assert f"\n{tool} {' '.join(args)} " in page, f"docs/editors.md does not show `{tool} {' '.join(args)}`"
 
 
 def test_tombi_given_a_folder_lints_nothing(tmp_path: Path) -> None:
-    """Why the README says to name files: `tombi lint --offline recipes` passes a broken recipe. When tombi starts
-    looking inside folders this fails, and the README's warning must go."""
+    """Why docs/editors.md says to name files: `tombi lint --offline recipes` passes a broken recipe. When tombi
+    starts looking inside folders this fails, and the page's warning must go."""
     repo = _repo_copy(tmp_path)
     case = CORPUS / "recipes" / "misspelt-top-level-keys.toml"
     target = repo / "recipes" / "misspelt-top-level-keys" / "recipe.toml"
