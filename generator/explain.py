@@ -31,7 +31,10 @@ def explain(plan: RecipePlan, node_name: str | None = None) -> list[tuple[str, l
     resolved += [Line(f"mount {_quote(m.host)} -> {_quote(m.container)}{' (ro)' if m.read_only else ''}", m.origin)
                  for m in recipe.mounts]
     resolved += [Line(f"{key} = {_show(value)}", recipe.origins.get(key)) for key, value in recipe.container.items()]
-    resolved += [Line(f"setup = {_show(step.word)}", step.origin) for step in recipe.setup]
+    if recipe.setup:  # a list, each command with the line it came from
+        resolved.append(Line("setup = [", recipe.origins.get("setup")))
+        resolved += [Line(f"  {_show(step.word)},", step.origin) for step in recipe.setup]
+        resolved.append(Line("]"))
     resolved += [Line(f"mod {_quote(str(mod.source))} ({len(mod.files)} files)", mod.origin) for mod in recipe.mods]
     if recipe.ray_args:
         resolved.append(Line(f"ray_args = {_show(tuple(a.word for a in recipe.ray_args))}", recipe.origins.get("ray_args")))

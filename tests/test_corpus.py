@@ -535,10 +535,9 @@ def _with_directive(case_file: Path, directive: str) -> str:
 # Corpus cases no JSON Schema can catch (rules across values): editors accept them, recipegen does not.
 EDITOR_BLIND = {"clusters/duplicate-node-name": "a rule across nodes; a JSON Schema cannot state it",
                 "clusters/duplicate-node-address-context": "a rule across nodes; a JSON Schema cannot state it",
-                "recipes/nul-characters": "a NUL in any string: checked by recipegen beside the schema",
-                "recipes/nul-in-paths": "a NUL in any string: checked by recipegen beside the schema",
-                "recipes/size-overflow": "the `docker-size` format (int64 bytes): editors skip unknown formats",
                 "clusters/range-duration-overflow": "the `go-duration` format: editors skip unknown formats",
+                "recipes/range-duration-int64": "the `docker-start-period` format beyond int64: a sum no pattern adds",
+                "clusters/range-duration-int64": "the `go-duration` format: editors skip unknown formats",
                 "recipes/mount-targets-normalised": "lint rule mount-target: paths compared after normalising",
                 "clusters/pass-env-clashes": "lint: names compared with the env tables and the compiler's",
                 "recipes/secret-new-places": "lint rule secret: token shapes and secret names, and a mod's files",
@@ -601,16 +600,16 @@ def test_editor_rejects_misspelt_cluster_key(tool: str, tmp_path: Path) -> None:
     assert "master_prot" in output and "contxt" in output, output
 
 
-def test_readme_gives_the_editor_commands_these_tests_run() -> None:
-    """A newcomer copies the README's terminal check: it must be the command that really checks."""
-    readme = (ROOT / "README.md").read_text("utf-8")
+def test_the_docs_give_the_editor_commands_these_tests_run() -> None:
+    """A newcomer copies the editors page's terminal check: it must be the command that really checks."""
+    page = (ROOT / "docs" / "editors.md").read_text("utf-8")
     for tool, args in EDITOR_CMDS.items():
-        assert f"\n{tool} {' '.join(args)} " in readme, f"README does not show `{tool} {' '.join(args)}`"
+        assert f"\n{tool} {' '.join(args)} " in page, f"docs/editors.md does not show `{tool} {' '.join(args)}`"
 
 
 def test_tombi_given_a_folder_lints_nothing(tmp_path: Path) -> None:
-    """Why the README says to name files: `tombi lint --offline recipes` passes a broken recipe. When tombi starts
-    looking inside folders this fails, and the README's warning must go."""
+    """Why docs/editors.md says to name files: `tombi lint --offline recipes` passes a broken recipe. When tombi
+    starts looking inside folders this fails, and the page's warning must go."""
     repo = _repo_copy(tmp_path)
     case = CORPUS / "recipes" / "misspelt-top-level-keys.toml"
     target = repo / "recipes" / "misspelt-top-level-keys" / "recipe.toml"

@@ -378,7 +378,7 @@ def releases(engine: str) -> list[str]:
 
 def test_shipped_data_says_how_to_regenerate():
     assert SHIPPED["regenerate"].startswith("python3 tools/extract_engine_flags.py")
-    assert "tools/extract_engine_flags.py --download" in (ROOT / "README.md").read_text("utf-8")
+    assert "tools/extract_engine_flags.py --download" in (ROOT / "docs" / "lint.md").read_text("utf-8")
 
 
 # --- image -> release -------------------------------------------------------------------------------------------

@@ -132,9 +132,36 @@ def test_explain_shows_values_byte_for_byte(tmp_path, monkeypatch):
     shell = subprocess.run(["bash", "-c", f"printf %s {env[1]}"], capture_output=True, check=True).stdout
     assert shell.decode("utf-8") == HOSTILE
     shown = [m[1] for m in re.finditer(r"^ +setup: (.+?) +# recipe", out, re.M)]
-    shown += [m[1] for m in re.finditer(r"^ +setup = (.+?) +# recipe", out, re.M)]
-    assert len(shown) == 2, out
+    assert len(shown) == 1, out
     assert all(tomllib.loads(f"v = {s}")["v"] == HOSTILE for s in shown)
+    assert _setup_list(out) == [HOSTILE]
+
+
+def _setup_list(out: str) -> list[str]:
+    """The resolved recipe's `setup`, as explain prints it, read back as TOML (each line's origin cut off)."""
+    import re
+    import tomllib
+
+    block = re.search(r"^  setup = \[.*?^  \]", out, re.M | re.S)
+    assert block, out
+    text = "\n".join(re.sub(r"\s+# (recipe|parent).*$", "", line) for line in block[0].splitlines())
+    return list(tomllib.loads(text)["setup"])
+
+
+def test_explain_prints_setup_as_a_list(tmp_path, monkeypatch):
+    """`setup` is a list: explain shows it as one, in order, each command with the line it came from (it printed
+    `setup = "..."` once per command, as if the key were a string given twice)."""
+    shutil.copy(ROOT / "cluster.toml", tmp_path / "cluster.toml")
+    recipe = tmp_path / "recipes" / "steps" / "recipe.toml"
+    recipe.parent.mkdir(parents=True)
+    recipe.write_text('engine = "vllm"\ndocker_image = "vllm/vllm-openai:v0.11.0"\nmodel = "Qwen/Qwen3-32B"\n'
+                      'setup = [\n  "pip install x",\n  "echo \'a b\'",\n]\n', "utf-8")
+    monkeypatch.chdir(tmp_path)
+    result = run("explain", "steps")
+    assert result.exit_code == 0, result.output
+    assert _setup_list(result.stdout) == ["pip install x", "echo 'a b'"]
+    assert explained(result.stdout, '"pip install x",').endswith("recipes/steps/recipe.toml:5)")
+    assert explained(result.stdout, '"echo \'a b\'",').endswith("recipes/steps/recipe.toml:6)")
 
 
 def test_explain_unknown_node_is_a_usage_error(monkeypatch):

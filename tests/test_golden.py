@@ -341,7 +341,7 @@ def test_vllm_ray_rank_commands(case: str, built):
     assert without_watch(worker_svc["entrypoint"]) == ["/bin/sh", "/opt/recipegen/launch.sh"]
     assert worker_svc["command"] == worker_argv and worker_stack["command"] == worker_argv
     joins = [shlex.split(line)[4:7] for line in launcher_lines(out, recipe_id, "spark2")
-             if line.startswith('recipegen_run python3 -c "$recipegen_wait_for_head"')]
+             if line.lstrip().startswith('recipegen_run python3 -c "$recipegen_wait_for_head"')]
     assert joins == [[head["address"], str(ray_port), "600"]]
     # The stack runs the same launcher inline, with the same argv after it.
     assert without_watch(head_stack["entrypoint"])[:2] == ["/bin/sh", "-c"] and head_stack["command"] == engine_argv

@@ -105,7 +105,9 @@ CASES = [
     Bad("unknown-flag", WARNING, 11, "args", ("'--max-num-seq' is not a vllm 0.34.0 flag",
                                               "did you mean '--max-num-seqs'?"), col=5),
     Bad("flag-value", ERROR, 11, "args", ("'--max-num-seqs' takes an integer, not '6.5'", "vllm 0.34.0"), col=5),
-    Bad("engine-release", WARNING, 3, "docker_image", ("vllm 0.11.0 has no --nnodes", "it is in 0.31.0 and later",
+    Bad("engine-release", WARNING, 3, "docker_image", ("vllm 0.11.0 has no --nnodes",
+                                                       "of the vllm releases checked, 0.31.0, 0.32.0, 0.33.0, 0.34.0 "
+                                                       "have them, 0.10.2, 0.11.0 do not",
                                                        "distributed_backend = 'ray'"), col=1),
     Bad("ray-option", WARNING, 11, "ray_args", ("'--num-cpu' is not a `ray start` option of Ray 2.60.0",
                                                  "did you mean '--num-cpus'?"), col=5),

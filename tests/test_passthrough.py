@@ -33,7 +33,7 @@ from generator.check.secrets import SECRET_VALUE, secret_name  # the `secret` ru
 from test_golden import compose_binary, compose_env, recipegen
 from watchwords import without_watch
 
-# What the lint rules reject on purpose (README: "the compiler owns ... a recipe that sets one is an error").
+# What the lint rules reject on purpose (docs/recipe-format.md: "the compiler owns ... a recipe that sets one is an error").
 OWNED_VLLM = {"--model", "--tensor-parallel-size", "-tp", "--pipeline-parallel-size", "-pp",
               "--distributed-executor-backend", "--nnodes", "-n", "--node-rank", "-r", "--master-addr",
               "--master-port", "--headless"}
@@ -59,7 +59,7 @@ TEXT = ANY_TEXT
 
 
 def flag_name(word: str) -> str | None:
-    """The README's flag rule: `--x_y=v` is the flag `--x-y`; `-`, `--` and negative numbers are values."""
+    """The flag rule (docs/lint.md): `--x_y=v` is the flag `--x-y`; `-`, `--` and negative numbers are values."""
     if not word.startswith("-") or word in ("-", "--") or NEGATIVE_NUMBER.match(word):
         return None
     name = word.split("=", 1)[0]

@@ -1,6 +1,7 @@
-"""The text agrees with the code: the README's examples run on a fresh clone, the README and the schema
-descriptions state the defaults the schema applies and the order the launcher runs setup and mods in, and the
-pre-commit hook reruns `build --check` when any file the build reads changes."""
+"""The text agrees with the code: the README's examples run on a fresh clone, the recipe format page and the
+schema descriptions state the defaults the schema applies and the order the launcher runs setup and mods in, and
+the pre-commit hook reruns `build --check` when any file the build reads changes. The reference moved from the
+README into docs/ pages (issue 30): each is checked where it now lives."""
 
 from __future__ import annotations
 
@@ -17,20 +18,25 @@ import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text("utf-8")
+DOCS = ROOT / "docs"
 SCHEMAS = {kind: json.loads((ROOT / "schema" / f"{kind}.schema.json").read_text("utf-8"))
            for kind in ("recipe", "cluster")}
 
 
-def _section(title: str) -> str:
-    start = README.index(title)
-    end = README.find("\n## ", start + len(title))
-    return README[start:end if end != -1 else None]
+def _section(title: str, text: str = README) -> str:
+    start = text.index(title)
+    end = text.find("\n## ", start + len(title))
+    return text[start:end if end != -1 else None]
+
+
+def _doc(name: str) -> str:
+    return (DOCS / name).read_text("utf-8")
 
 
 def _recipe_rows() -> dict[str, str]:
-    """The README's recipe format table: key -> its meaning cell (a row naming two keys gives both)."""
+    """The recipe format page's table: key -> its meaning cell (a row naming two keys gives both)."""
     rows: dict[str, str] = {}
-    table = _section("### Recipe format")
+    table = _section("## Every key", _doc("recipe-format.md"))
     for line in table.splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
         if len(cells) >= 2 and cells[0].startswith("`"):
@@ -42,9 +48,9 @@ def _recipe_rows() -> dict[str, str]:
 # --- the README's commands ----------------------------------------------------------------------------------------
 
 def _readme_commands() -> list[list[str]]:
-    """`recipegen build` / `validate` lines of the README's "Using it" examples (the others need live nodes)."""
+    """`recipegen build` / `validate` lines of the README's everyday commands (the others need live nodes)."""
     commands = []
-    for block in re.findall(r"```sh\n(.*?)```", _section("## Using it"), re.S):
+    for block in re.findall(r"```sh\n(.*?)```", _section("## Everyday commands"), re.S):
         for line in block.splitlines():
             if not line.startswith("recipegen "):
                 continue
@@ -106,7 +112,7 @@ def test_readme_states_the_defaults_the_schema_applies() -> None:
                 continue
             checked += 1
             if stated != applied:
-                wrong.append(f"{key}: README says {stated!r} by default, the schema applies {applied!r}")
+                wrong.append(f"{key}: docs/recipe-format.md says {stated!r} by default, the schema applies {applied!r}")
     assert checked >= 3 and not wrong, wrong or f"only {checked} defaults checked"
 
 
@@ -145,7 +151,7 @@ def test_readme_and_schema_state_the_launchers_order() -> None:
     order = _launcher_order()
     texts = {f"schema {k}": (k, SCHEMAS["recipe"]["properties"][k]["description"]) for k in ("setup", "mods")}
     rows = _recipe_rows()
-    texts.update({f"README {k}": (k, rows[k]) for k in ("setup", "mods")})
+    texts.update({f"docs/recipe-format.md {k}": (k, rows[k]) for k in ("setup", "mods")})
     wrong, claims = [], 0
     for where, (key, text) in texts.items():
         for when, other in _order_claims(key, text):
@@ -153,10 +159,10 @@ def test_readme_and_schema_state_the_launchers_order() -> None:
             first = order.index(key) < order.index(other)
             if first != (when == "before"):
                 wrong.append(f"{where}: says {key} runs {when} {other}; the launcher runs {' then '.join(order)}")
-    steps = _section("#### What runs before the engine")
+    steps = _section("## What runs before the engine", _doc("launcher.md"))
     listed = [m.start() for m in (re.search(r"\n\d\. the `setup`", steps), re.search(r"\n\d\. each mod", steps))]
     if (listed[0] < listed[1]) != (order == ["setup", "mods"]):
-        wrong.append("README's numbered steps list setup and mods in another order than the launcher")
+        wrong.append("docs/launcher.md's numbered steps list setup and mods in another order than the launcher")
     assert claims >= 4 and not wrong, wrong or claims
 
 

@@ -182,8 +182,11 @@ def _engine_release(recipe: Recipe, cluster: Cluster | None) -> Findings:
     wiring = ("--nnodes", "--node-rank", "--master-addr", "--master-port")
     missing = [flag for flag in wiring if engineflags.lookup(release, flag).spec is None]
     if missing:
+        # Say which releases the data holds, not "in X and later": the releases between were never checked.
         having = engineflags.releases_with(recipe.engine, missing[0])
-        since = f" (it is in {having[0]} and later)" if having else ""
+        lacking = [v for v in engineflags.releases(recipe.engine) if v not in having]
+        since = (f" (of the {recipe.engine} releases checked, {', '.join(having)} have them, {', '.join(lacking)} "
+                 "do not)") if having else ""
         yield (recipe.origins.get("docker_image", recipe.document.origin("recipe", ())), "docker_image",
                f"{release} has no {', '.join(missing)}{since}: the multi-node wiring recipegen writes for "
                "distributed_backend = 'mp' would be refused at boot; use a newer image, or distributed_backend = "

@@ -7,11 +7,10 @@ import posixpath
 
 from generator.check.registry import ERROR, WARNING, Findings, rule
 from generator.engines.ranks import draft_models
-from generator.resolve.model import (HF_CACHE_IN_CONTAINER, LAUNCHER_PATH, Cluster, ContainerOptions, Mount, Origin,
-                                     Recipe, container_target)
+from generator.engines.written import Written, written_paths
+from generator.resolve.model import (HF_CACHE_IN_CONTAINER, Cluster, ContainerOptions, Mount, Origin, Recipe,
+                                     container_target)
 from generator.resolve.modelid import read_model
-
-LAUNCHER_DIR = posixpath.dirname(LAUNCHER_PATH)  # /opt/recipegen: the compiler's, like the cache mount
 
 
 def _reaches(target: str, path: str) -> bool:
@@ -53,21 +52,23 @@ def _model_mount(recipe: Recipe, cluster: Cluster | None) -> Findings:
                             "whose `container` folder holds it")
 
 
-@rule("mount-target", ERROR, "an extra mount on /, on a path the compiler mounts or over its launcher's folder, or "
-                        "twice on one folder")
+@rule("mount-target", ERROR, "an extra mount on /, on a path the compiler mounts or over a path it writes (its "
+                             "launcher, the mods, vLLM's Ray settings ...), or twice on one folder")
 def _mount_target(recipe: Recipe, cluster: Cluster | None) -> Findings:
     reserved = {HF_CACHE_IN_CONTAINER: "the Hugging Face cache (set hf_cache in the cluster)",
                 "/dev/shm": "shared memory (set shm_size)"}
+    written = written_paths(recipe, cluster)
     seen: dict[str, Mount] = {}
     for mount in recipe.mounts:  # compared as the container resolves them: //dev/shm is /dev/shm
         target = container_target(mount.container)
+        over = next((w for w in written if _overlaps(target, w)), None)
         if target == "/":
             yield mount.origin, "extra_mounts", f"'{mount.container}' is the container's root: Docker refuses it"
-        elif _overlaps(target, LAUNCHER_DIR):
+        elif over is not None:
+            how = "is" if target == over.path else "is inside" if target.startswith(over.path + "/") else "holds"
             yield (mount.origin, "extra_mounts",
-                   f"'{mount.container}' overlaps recipegen's launcher folder {LAUNCHER_DIR} (it, a folder above it "
-                   "or a file in it): the mount would hide or replace the launcher that runs setup, mods and Ray "
-                   "before the engine; mount elsewhere")
+                   f"'{mount.container}' {how} {over.path} ({over.what}), which recipegen writes into the container: "
+                   "the mount would hide it, or take recipegen's writes onto the host; mount elsewhere")
         elif target in reserved:
             yield mount.origin, "extra_mounts", f"'{mount.container}' is {reserved[target]}; mount elsewhere"
         elif target in seen:
@@ -79,8 +80,11 @@ def _mount_target(recipe: Recipe, cluster: Cluster | None) -> Findings:
             seen[target] = mount
 
 
-def _overlaps(target: str, folder: str) -> bool:
-    return target == folder or folder.startswith(target.rstrip("/") + "/") or target.startswith(folder + "/")
+def _overlaps(target: str, written: Written) -> bool:
+    """A mount on the path, on a folder above it, or (for a folder recipegen owns whole) on a path inside it."""
+    path = written.path
+    return (target == path or (written.above and path.startswith(target.rstrip("/") + "/"))
+            or (written.folder and target.startswith(path + "/")))
 
 
 @rule("container-user", ERROR, "a non-root container_user that mods cannot run as: a user name, or an empty mod file")

@@ -7,13 +7,9 @@ import json
 from typing import Callable
 
 from generator.engines.ranks import OWNED_ENV, rank_env
+from generator.engines.written import NON_CARRY_OVER_FILE, user_config_root, vllm_config_root, writes_ray_settings
 from generator.plan.types import EnvVar
 from generator.resolve.model import COMPILER, HF_CACHE_IN_CONTAINER, Cluster, ContainerOptions, Node, Origin, Recipe
-
-# vLLM's Ray executor copies the driver's (head's) variables to every worker except the names this file lists
-# (vllm/ray/ray_env.py: RAY_NON_CARRY_OVER_ENV_VARS, read from VLLM_CONFIG_ROOT).
-NON_CARRY_OVER_FILE = "ray_non_carry_over_env_vars.json"
-
 
 def environment(recipe: Recipe, cluster: Cluster, chosen: tuple[Node, ...], rank: int,
                  container: ContainerOptions) -> tuple[EnvVar, ...]:
@@ -37,25 +33,16 @@ def environment(recipe: Recipe, cluster: Cluster, chosen: tuple[Node, ...], rank
     return tuple(merged.values())
 
 
-# Where a non-root user's vLLM finds the Ray settings file: not under /root, which such a user cannot enter in most
-# images, and in /tmp, which it can write (a Swarm task's launcher writes the file itself, as that user).
-USER_VLLM_CONFIG_ROOT = "/tmp/recipegen/vllm"
-
-
 def _user_env(recipe: Recipe, cluster: Cluster, container: ContainerOptions) -> dict[str, str]:
     """For a non-root `container_user`, the paths that default to root's home: the Hugging Face cache (mounted at
     /root/.cache/huggingface, where deploy and `recipegen models` expect it, but found through $HOME, which is
     another user's, or `/` for a bare uid) and vLLM's config root. Unless the cluster or recipe sets them."""
     if container.as_root:
         return {}
-    env = {"HF_HOME": HF_CACHE_IN_CONTAINER}
-    if recipe.engine == "vllm" and recipe.distributed_backend == "ray" and recipe.required_nodes > 1:
-        env["VLLM_CONFIG_ROOT"] = USER_VLLM_CONFIG_ROOT
     given = {*cluster.env, *recipe.env, *(k for n in cluster.nodes for k in n.env)}
+    env = {"HF_HOME": HF_CACHE_IN_CONTAINER, **user_config_root(recipe, given)}
     if given & {"HF_HOME", "HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE"}:
         del env["HF_HOME"]
-    if given & {"VLLM_CONFIG_ROOT", "XDG_CONFIG_HOME"}:
-        env.pop("VLLM_CONFIG_ROOT", None)
     return env
 
 
@@ -70,19 +57,11 @@ def ray_settings(recipe: Recipe, envs: list[tuple[EnvVar, ...]],
                   env: tuple[EnvVar, ...]) -> list[tuple[str, str, bool, str]]:
     """vLLM's Ray executor copies the head's vLLM variables to every worker: name the ones whose value is the
     node's own (they differ between nodes, or the compiler sets them per rank) so each worker keeps its own."""
-    if not (recipe.engine == "vllm" and recipe.distributed_backend == "ray" and len(envs) > 1):
+    if not (writes_ray_settings(recipe) and len(envs) > 1):
         return []
     values = [{v.name: v.value for v in rank_env} for rank_env in envs]
     per_node = {n for n in set().union(*values) if len({v.get(n) for v in values}) > 1}
     text = json.dumps(sorted(per_node), indent=2) + "\n"
-    return [(f"{vllm_config_root(env)}/{NON_CARRY_OVER_FILE}", text, False,
+    root = vllm_config_root({var.name: var.value for var in env})
+    return [(f"{root}/{NON_CARRY_OVER_FILE}", text, False,
              "vLLM's Ray executor: variables each worker keeps its own value of")]
-
-
-def vllm_config_root(env: tuple[EnvVar, ...]) -> str:
-    """Where vLLM reads its config files (vllm/envs.py: VLLM_CONFIG_ROOT, else $XDG_CONFIG_HOME/vllm, else
-    ~/.config/vllm; engine images run as root)."""
-    values = {var.name: var.value for var in env}
-    if values.get("VLLM_CONFIG_ROOT"):
-        return values["VLLM_CONFIG_ROOT"].rstrip("/") or "/"
-    return (values.get("XDG_CONFIG_HOME") or "/root/.config").rstrip("/") + "/vllm"

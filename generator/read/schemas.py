@@ -32,6 +32,44 @@ def schema(kind: str) -> dict[str, Any]:
     return loaded
 
 
+# Refusals the schemas state for editors, which check no custom format and no NUL: each an `allOf` entry whose
+# $comment begins "editors:" (or a $ref to a definition that is one). recipegen judges the same values exactly,
+# with the formats and its NUL check, so it validates without them: one message per value, its own.
+EDITORS_ONLY = "editors:"
+CONTAINER_ROOT = r"^(/+\.{0,2})+/*$"  # `/`, `//`, `/.`, `/..`: the container's root, which Docker refuses to mount
+NUL = r"\u0000"
+
+
+def _editors_only(entry: Any, definitions: dict[str, Any]) -> bool:
+    ref = entry.get("$ref", "") if isinstance(entry, dict) else ""
+    if ref.startswith("#/definitions/"):
+        entry = definitions.get(ref.removeprefix("#/definitions/"), {})
+    return isinstance(entry, dict) and str(entry.get("$comment", "")).startswith(EDITORS_ONLY)
+
+
+def _without_editors_only(node: Any, definitions: dict[str, Any]) -> Any:
+    if isinstance(node, list):
+        return [_without_editors_only(v, definitions) for v in node]
+    if not isinstance(node, dict):
+        return node
+    out = {k: _without_editors_only(v, definitions) for k, v in node.items()}
+    if isinstance(node.get("allOf"), list):
+        kept = [e for e in out["allOf"] if not _editors_only(e, definitions)]
+        if kept:
+            out["allOf"] = kept
+        else:
+            del out["allOf"]
+    return out
+
+
+@cache
+def checked_schema(kind: str) -> dict[str, Any]:
+    """The schema recipegen validates with: the editors' stand-ins for its exact checks left out."""
+    full = schema(kind)
+    stripped: dict[str, Any] = _without_editors_only(full, full.get("definitions", {}))
+    return stripped
+
+
 # Formats the schemas name for what a pattern cannot say: the value must be one Docker reads (generator/read/units.py
 # reproduces its parsers). Editors ignore formats they do not know; where a pattern can give the shape, it does.
 # A value of the wrong shape is the pattern's to report (one message per value), so those formats pass it.
@@ -67,7 +105,7 @@ def _validator(kind: str) -> Any:
     formats = jsonschema.FormatChecker([])
     for name, check in FORMATS.items():
         formats.checks(name)(check)
-    return strict(schema(kind), format_checker=formats)
+    return strict(checked_schema(kind), format_checker=formats)
 
 
 def _pattern(validator: Any, pattern: str, instance: Any, schema: dict[str, Any]) -> Iterator[Any]:
@@ -99,7 +137,7 @@ def _ecma(pattern: str) -> re.Pattern[str]:
 def _fast_validator(kind: str) -> Any:
     import jsonschema_rs
 
-    return jsonschema_rs.Draft7Validator(schema(kind), formats=FORMATS, validate_formats=True)
+    return jsonschema_rs.Draft7Validator(checked_schema(kind), formats=FORMATS, validate_formats=True)
 
 
 def _unusual_values(value: Any, path: KeyPath = ()) -> Iterator[tuple[KeyPath, Any]]:

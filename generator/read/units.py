@@ -98,6 +98,43 @@ SIZE_SHAPE = re.compile(r"[+0-9._]([0-9._a-zA-Z+-]*[0-9.])? ?[^0-9. ]{0,3}")
 DURATION_SHAPE = re.compile(r"[-+]?(0|(([0-9]+(\.[0-9]*)?|\.[0-9]+)(ns|us|" "\u00b5s|\u03bcs" r"|ms|s|m|h))+)")
 
 
+# What editors can refuse of the formats' rules, as patterns the schemas state (`"not": {"pattern": ...}` in an
+# `allOf` entry whose $comment begins "editors:"; recipegen validates with the formats themselves, exactly, and
+# leaves those entries out). Each matches only values the formats refuse (tests/test_schema_agrees.py), the forms
+# a pattern can tell; the rest is the description's to say.
+# A size beyond int64 bytes: more digits than the unit allows (10^19 bytes, 10^16 k, ... 10^4 p, binary
+# multiples), or a mantissa of at least 1 times 10^19 or more.
+_UNIT = r" ?({u}|{u}[bB]|{u}[iI][bB])"
+SIZE_BEYOND_INT64 = ("^\\+?0*(" + "|".join(
+    [r"[1-9][0-9]{19,}(\.[0-9]*)? ?[bB]?"]
+    + [f"[1-9][0-9]{{{digits},}}(\\.[0-9]*)?" + _UNIT.format(u=f"[{u}{u.upper()}]")
+       for u, digits in zip("kmgtp", (16, 13, 10, 7, 4))]
+    + [r"[1-9][0-9]*(\.[0-9]*)?[eE]\+?0*(19|[2-9][0-9]|[1-9][0-9]{2,}) ?([bB]|[kKmMgGtTpP]([bB]|[iI][bB])?)?"])
+    + ")$")
+# A log size of 0 bytes (dockerd: "max-size must be a positive number").
+LOG_SIZE_ZERO = r"^\+?(0+\.?0*|\.0+) ?([bB]|[kKmMgGtTpP]([bB]|[iI][bB])?)?$"
+# A start period dockerd refuses: negative, or one term above 0 and under 1ms (a sum of terms is left to the
+# format: 500us500us is 1ms). Go drops fractions of a nanosecond, so `0.5ns` is 0 and fine.
+_MICRO = "(us|\u00b5s|\u03bcs)"
+
+
+def _nonzero_within(places: int) -> str:
+    """A fraction's digits with one above 0 among the first `places`: (0.)[1-9], 0[1-9], 00[1-9] ..."""
+    return "(" + "|".join("0" * i + "[1-9]" for i in range(places)) + ")[0-9]*"
+
+
+START_PERIOD_UNDER_1MS = ("^(" + "|".join([
+    r"-0*[1-9][0-9]*(\.[0-9]*)?(ns|us|\u00b5s|\u03bcs|ms|s|m|h).*",  # below 0 (by 1ns at least)
+    r"\+?0*[1-9][0-9]{0,5}(\.[0-9]*)?ns",  # 1ns to 999999ns
+    r"\+?0*[1-9][0-9]{0,2}(\.[0-9]*)?" + _MICRO,  # 1us to 999.9us
+    r"\+?0*\." + _nonzero_within(3) + _MICRO,  # 0.001us to 0.999us
+    r"\+?0*\." + _nonzero_within(6) + "ms",  # 0.000001ms to 0.999ms
+    r"\+?0*\.000" + _nonzero_within(6) + "s",  # 0.000000001s to 0.000999s
+]) + ")$")
+EDITOR_REFUSALS = {"docker-size": SIZE_BEYOND_INT64, "docker-log-size": LOG_SIZE_ZERO,
+                   "docker-start-period": START_PERIOD_UNDER_1MS}
+
+
 def size_bytes(text: str) -> int | None:
     """units.RAMInBytes: bytes of a Docker size (binary multiples); None where Docker refuses it."""
     return _int64(_parse_size(text, _BINARY))

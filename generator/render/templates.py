@@ -26,6 +26,7 @@ from jinja2.bccache import bc_magic
 from generator.diagnostics import Diagnostic, RecipegenError
 from generator.plan.types import (GPU_RESOURCE_KIND, HEALTH_INTERVAL, HEALTH_RETRIES, HEALTH_TIMEOUT, LAUNCHER_PATH,
                                   NodePlan, RecipePlan, shm_bytes)
+from generator.engines.written import PREPARED_MARKER
 from generator.read.resources import read_data
 
 # Characters YAML forbids or treats as line breaks inside a double-quoted scalar (json.dumps leaves them as is).
@@ -246,8 +247,10 @@ def _environment() -> jinja2.Environment:
 @cache
 def _shell_environment() -> jinja2.Environment:
     """Scripts (the launcher): every `{{ value }}` is one shell word, quoted as POSIX sh reads it back."""
-    return make_environment(shell_word, {"comment": comment, "dirname": posixpath.dirname, "join_words": _join_words,
-                                         "oneline": lambda text: " ".join(str(text).split())})
+    env = make_environment(shell_word, {"comment": comment, "dirname": posixpath.dirname, "join_words": _join_words,
+                                        "oneline": lambda text: " ".join(str(text).split())})
+    env.globals.update(prepared_marker=PREPARED_MARKER)
+    return env
 
 
 def _template_source(name: str) -> tuple[str, None, Callable[[], bool]]:
