@@ -4,6 +4,7 @@ it). Every check that can fail before the benchmark does, so a long run never st
 from __future__ import annotations
 
 import hashlib
+import threading
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from importlib import metadata
@@ -11,7 +12,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from generator.bench.options import BenchOptions
-from generator.bench.plot import plot
+from generator.bench.plot import plot, prepare
 from generator.bench.results import PLOT, BenchRun, runs_of, write
 from generator.bench.runner import BenchError, BenchRequest, llama_benchy_version, run
 from generator.deploy.probe import served_models
@@ -40,6 +41,7 @@ def bench(dep: CompiledDeployment, options: BenchOptions, text: Path | None, res
         raise BenchError(f"the head at {dep.url} serves {', '.join(sorted(listed)) or 'nothing'}, not {served}")
     request = BenchRequest(dep.url, served, dep.plan.recipe.model, options, text)
     started = _now()
+    threading.Thread(target=prepare, name="import matplotlib", daemon=True).start()
     report = run(request, on_line, on_event)
     runs = runs_of(report)
     if not runs:
