@@ -85,3 +85,25 @@ def test_skip_coherence_comes_from_the_recipe_or_the_command_line():
     assert "--skip-coherence" in layered(table, None, {}).argv()
     assert "--skip-coherence" in layered(BenchTable(), None, {"skip_coherence": True}).argv()
     assert "--skip-coherence" not in layered(BenchTable(), None, {"skip_coherence": None}).argv()
+
+
+def test_the_timeout_bounds_the_whole_schedule_not_each_cell(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    """A stand-in for llama-benchy: the first cell takes 1.5 s, the second would take 30. With 4 s for the whole,
+    the second is stopped 4 s after the start (2.5 s into it), not 4 s into it."""
+    import sys
+    import time
+
+    from generator.bench import runner
+
+    def command(request: runner.BenchRequest, tokenizer: str, report: Path, book_url: str | None) -> list[str]:
+        pause = 1.5 if request.options.depth == (0,) else 30
+        return [sys.executable, "-c", f"import time; time.sleep({pause}); open({str(report)!r}, 'w').write('{{}}')"]
+
+    monkeypatch.setattr(runner, "command", command)
+    monkeypatch.setattr(runner, "check_tokenizer", lambda name: name)
+    options = BenchOptions(depth=(0, 1), schedule=((0, 1), (1, 1)), timeout=4)
+    started = time.monotonic()
+    with pytest.raises(runner.BenchError, match=r"^cell 2 of 2 \(depth 1, concurrency 1\): llama-benchy did not "
+                                                r"finish within 4s"):
+        runner.run(runner.BenchRequest("http://127.0.0.1:9", "tiny", "org/tiny", options, None), lambda line: None)
+    assert time.monotonic() - started < 5.0
