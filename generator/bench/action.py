@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import shutil
 import tempfile
+import threading
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from importlib import metadata
@@ -13,7 +14,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from generator.bench.options import BenchOptions
-from generator.bench.plot import plot
+from generator.bench.plot import plot, prepare
 from generator.bench.results import PLOT, BenchRun, runs_of, write
 from generator.bench.runner import BenchError, BenchRequest, llama_benchy_version, run
 from generator.deploy.probe import served_models
@@ -44,6 +45,7 @@ def bench(dep: CompiledDeployment, options: BenchOptions, text: Path | None, res
     request = BenchRequest(dep.url, served, dep.plan.recipe.model, options, text)
     _writable(results_root / dep.project)
     started = _now()
+    threading.Thread(target=prepare, name="import matplotlib", daemon=True).start()
     report = run(request, on_line, on_event)
     runs = runs_of(report)
     if not runs:

@@ -17,7 +17,8 @@ import subprocess
 import sys
 import tempfile
 import threading
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, replace
 from importlib import metadata
 from pathlib import Path
 from typing import Any, Callable
@@ -106,8 +107,12 @@ def environment(request: BenchRequest, home: Path | None) -> dict[str, str]:
 
 def run(request: BenchRequest, on_line: Callable[[str], None],
         on_event: Callable[[dict[str, Any]], None] = lambda e: None) -> dict[str, Any]:
-    """llama-benchy's JSON report of this request; BenchError when it fails or runs out of time."""
+    """llama-benchy's JSON report of this request (with a schedule, its runs' reports as one, in the order they
+    ran); BenchError when one fails or the whole runs out of time."""
     tokenizer = check_tokenizer(request.tokenizer)
+    passes = request.options.passes()
+    timeout = request.options.timeout
+    deadline = time.monotonic() + timeout if timeout else None
     with tempfile.TemporaryDirectory(prefix="recipegen-bench-") as scratch:
         home = book_url = None
         if request.text is not None:
@@ -119,20 +124,43 @@ def run(request: BenchRequest, on_line: Callable[[str], None],
             cache.mkdir(parents=True)
             name = hashlib.md5(book_url.encode()).hexdigest()  # noqa: S324 - llama-benchy's cache key, not security
             (cache / f"{name}.txt").write_text(request.text.read_text("utf-8", errors="replace"), "utf-8")
-        report = Path(scratch) / "report.json"
-        tail = _run(command(request, tokenizer, report, book_url), environment(request, home),
-                    request.options.timeout, on_line, on_event)
-        if not report.is_file():
-            shown = "\n".join(tail)
-            raise BenchError(f"llama-benchy wrote no report; its last lines:\n{shown}")
-        data: dict[str, Any] = json.loads(report.read_text("utf-8"))
-        return data
+        env = environment(request, home)
+        reports = []
+        for n, options in enumerate(passes, 1):
+            cell = (f"cell {n} of {len(passes)} (depth {options.depth[0]}, concurrency {options.concurrency[0]}): "
+                    if len(passes) > 1 else "")
+            report = Path(scratch) / f"report-{n}.json"
+            try:
+                tail = _run(command(replace(request, options=options), tokenizer, report, book_url), env,
+                            (deadline, timeout), on_line, on_event)
+            except BenchError as err:
+                raise BenchError(f"{cell}{err}") from None
+            if not report.is_file():
+                shown = "\n".join(tail)
+                raise BenchError(f"{cell}llama-benchy wrote no report; its last lines:\n{shown}")
+            reports.append(json.loads(report.read_text("utf-8")))
+    return _merged(reports)
 
 
-def _run(argv: list[str], env: dict[str, str], timeout: float | None, on_line: Callable[[str], None],
-         on_event: Callable[[dict[str, Any]], None]) -> list[str]:
-    """Run llama-benchy: its progress events come on stdout (`--emit-progress -` moves its own prints to stderr),
-    its lines on stderr, read on a thread of their own. Returns its last lines."""
+def _merged(reports: list[dict[str, Any]]) -> dict[str, Any]:
+    """One report of several runs' (sparkrun's consolidate_per_task_results): the first's header, every run's
+    tests in order."""
+    tests = [test for report in reports for test in report.get("benchmarks", [])]
+    if len(reports) == 1:
+        return reports[0]
+    return {**reports[0], "benchmarks": tests,
+            "max_concurrency": max((int(t.get("concurrency") or 0) for t in tests), default=0)}
+
+
+def _run(argv: list[str], env: dict[str, str], limit: tuple[float | None, float | None],
+         on_line: Callable[[str], None], on_event: Callable[[dict[str, Any]], None]) -> list[str]:
+    """Run llama-benchy until it ends or the deadline passes (limit: the deadline on time.monotonic() and the
+    seconds the whole benchmark was given): its progress events come on stdout (`--emit-progress -` moves its own
+    prints to stderr), its lines on stderr, read on a thread of their own. Returns its last lines."""
+    deadline, total = limit
+    timeout = None if deadline is None else deadline - time.monotonic()
+    if timeout is not None and timeout <= 0:
+        raise BenchError(f"llama-benchy did not finish within {total:.0f}s")
     proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             errors="replace", stdin=subprocess.DEVNULL)
     timer = threading.Timer(timeout, proc.kill) if timeout else None
@@ -168,6 +196,6 @@ def _run(argv: list[str], env: dict[str, str], timeout: float | None, on_line: C
             proc.wait()
     if code != 0:
         shown = "\n".join(tail)
-        why = f"did not finish within {timeout:.0f}s" if timer and code == -9 else f"failed (exit {code})"
+        why = f"did not finish within {total:.0f}s" if timer and code == -9 else f"failed (exit {code})"
         raise BenchError(f"llama-benchy {why}; its last lines:\n{shown}")
     return tail

@@ -33,7 +33,8 @@ def _list_option(name: str, what: str) -> Callable[[Callable[..., Any]], Callabl
 @cluster_option
 @out_option
 @click.option("--profile", type=click.Choice(["quick", "arena"]),
-              help="quick: one short test; arena: a sweep shaped like the Spark Arena leaderboard's.")
+              help="quick: one short test; arena: the Spark Arena leaderboard's profile (spark-arena-v2: 28 "
+                   "depth x concurrency cells in its fixed order, one llama-benchy run each; docs/bench.md).")
 @_list_option("pp", "Prompt lengths, tokens")
 @_list_option("tg", "Tokens generated per request")
 @_list_option("depth", "Context depths, tokens")
@@ -41,6 +42,8 @@ def _list_option(name: str, what: str) -> Callable[[Callable[..., Any]], Callabl
 @click.option("--runs", type=click.IntRange(min=1), help="Runs per test (llama-benchy --runs).")
 @click.option("--tokenizer", metavar="PATH|ID", help="Tokenizer: a tokenizer.json, its folder, or a Hugging Face id "
                                                      "(default: the model's own).")
+@click.option("--skip-coherence", is_flag=True, help="Skip llama-benchy's coherence test (it asks the capital of "
+                                                       "France: a model with random weights cannot answer).")
 @click.option("--text", type=click.Path(path_type=Path, dir_okay=False),
               help="A local text to cut prompts from, instead of downloading a book (runs with no internet).")
 @click.option("--timeout", callback=seconds(open_=True),
@@ -51,8 +54,8 @@ def _list_option(name: str, what: str) -> Callable[[Callable[..., Any]], Callabl
 def bench(recipe: str, cluster_path: Path | None, out_dir: Path | None, profile: str | None,
           pp: tuple[int, ...] | None, tg: tuple[int, ...] | None, depth: tuple[int, ...] | None,
           concurrency: tuple[int, ...] | None, runs: int | None,
-          tokenizer: str | None, text: Path | None, timeout: float | None, results_root: Path | None,
-          compare: bool) -> None:
+          tokenizer: str | None, skip_coherence: bool, text: Path | None, timeout: float | None,
+          results_root: Path | None, compare: bool) -> None:
     """Benchmark RECIPE's running head with llama-benchy (prompt processing and generation tokens/s, time to first
     token, over prompt depth and concurrency). Results: bench/<recipe>/<UTC time>/ with results.json,
     results.csv and plot.png. Defaults come from the recipe's [bench] table."""
@@ -77,7 +80,8 @@ def bench(recipe: str, cluster_path: Path | None, out_dir: Path | None, profile:
     dep = deployment(plan, files, given.out)
     options = layered(plan.recipe.bench, profile, {
         "pp": pp, "tg": tg, "depth": depth, "concurrency": concurrency,
-        "runs": runs, "tokenizer": tokenizer, "timeout": timeout})
+        "runs": runs, "tokenizer": tokenizer, "timeout": timeout,
+        "skip_coherence": True if skip_coherence else None})  # not given: the recipe's [bench] decides
     if plan.recipe.bench.schedule:
         click.echo(f"{dep.project}: [bench] schedule is sparkrun's; recipegen runs the options only", err=True)
     live = _Live()
@@ -107,7 +111,7 @@ def _show_runs(title: str, runs: list[BenchRun]) -> None:
 
     table(title, ["pp", "tg", "depth", "concurrency", "pp tok/s", "tg tok/s", "TTFT ms"],
           [[str(r.pp), str(r.tg), str(r.depth), str(r.concurrency), _fmt(r.pp_tps), _fmt(r.tg_tps),
-            _fmt(r.ttft_ms, 0)] for r in runs])
+            _fmt(r.ttft_ms, 0)] for r in sorted(runs, key=lambda r: r.key)])  # the files keep the order run
 
 
 def _show_comparison(rid: str, c: Comparison) -> None:
