@@ -3,6 +3,7 @@ it). Every check that can fail before the benchmark does, so a long run never st
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import shutil
 import tempfile
@@ -69,13 +70,19 @@ def _write(folder: Path, runs: list[BenchRun], produced_by: dict[str, Any], titl
 
 
 def _writable(root: Path) -> None:
-    """BenchError before the benchmark, not after it, when no results folder can be made under root."""
+    """BenchError before the benchmark, not after it, when no results folder can be made under root. The folders
+    it had to make for the check are removed again: a benchmark that fails writes nothing."""
+    made = [p for p in (root, *root.parents) if not p.exists()]
     try:
         root.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryFile(dir=root):
             pass
     except OSError as exc:
         raise BenchError(f"cannot write results in {root}: {exc.strerror or exc} (give --results DIR)") from None
+    finally:
+        for folder in made:  # deepest first
+            with contextlib.suppress(OSError):
+                folder.rmdir()
 
 
 def _now() -> datetime:
