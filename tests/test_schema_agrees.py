@@ -175,3 +175,21 @@ def test_what_no_schema_can_say_the_descriptions_say() -> None:
     assert "1ms" in props["health_start_period"]["description"]
     assert "int64" in props["memory_limit"]["description"] and "int64" in props["shm_size"]["description"]
     assert "NUL" in schema("recipe")["description"] and "NUL" in schema("cluster")["description"]
+
+
+def test_the_hostile_values_validate_accepts_the_schema_accepts(tmp_path: Path) -> None:
+    """The other direction on the hostile-values corpus (tests/test_hostile_values.py): what validate accepts and
+    Compose reads (`1ns` as a stop grace period, `2µs`, `"unlimited"` ulimits, date-like strings) the editors
+    accept too."""
+    from test_hostile_values import ACCEPTED, cluster_text, recipe_text
+
+    refused = []
+    for i, (recipe_line, cluster_line) in enumerate(ACCEPTED):
+        for name, text in (("recipe.toml", recipe_text(recipe_line)), ("cluster.toml", cluster_text(cluster_line))):
+            path = tmp_path / str(i) / name
+            path.parent.mkdir(exist_ok=True)
+            path.write_text(text, "utf-8")
+            errors = _editor_errors(path)
+            if errors:
+                refused.append(f"{recipe_line if name == 'recipe.toml' else cluster_line}: {errors}")
+    assert not refused, refused
