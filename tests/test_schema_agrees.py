@@ -58,12 +58,13 @@ def test_each_format_carries_its_editor_pattern(kind: str) -> None:
     formatted = [(p, n) for p, n in _nodes(full) if n.get("format") in units.EDITOR_REFUSALS]
     assert formatted
     for path, node in formatted:
-        assert _editors_patterns(node) == [units.EDITOR_REFUSALS[node["format"]]], path
+        assert _editors_patterns(node) == [units.EDITOR_REFUSALS[node["format"]]], (
+            f"{path}: run python3 tools/schema_editor_refusals.py")
     assert full["definitions"]["noNul"]["not"]["pattern"] == NUL
     strings = [(p, n) for p, n in _nodes(full) if n.get("type") == "string" and "enum" not in n and "not" not in p]
     unguarded = [p for p, n in strings
                  if {"$ref": "#/definitions/noNul"} not in n.get("allOf", []) and not n.get("pattern", "").endswith("$")]
-    assert not unguarded, f"strings an editor lets a NUL through: {unguarded}"
+    assert not unguarded, f"strings an editor lets a NUL through: {unguarded} (python3 tools/schema_editor_refusals.py)"
 
 
 def test_the_mount_target_refuses_the_root() -> None:
