@@ -58,12 +58,13 @@ def test_each_format_carries_its_editor_pattern(kind: str) -> None:
     formatted = [(p, n) for p, n in _nodes(full) if n.get("format") in units.EDITOR_REFUSALS]
     assert formatted
     for path, node in formatted:
-        assert _editors_patterns(node) == [units.EDITOR_REFUSALS[node["format"]]], path
+        assert _editors_patterns(node) == [units.EDITOR_REFUSALS[node["format"]]], (
+            f"{path}: run python3 tools/schema_editor_refusals.py")
     assert full["definitions"]["noNul"]["not"]["pattern"] == NUL
     strings = [(p, n) for p, n in _nodes(full) if n.get("type") == "string" and "enum" not in n and "not" not in p]
     unguarded = [p for p, n in strings
                  if {"$ref": "#/definitions/noNul"} not in n.get("allOf", []) and not n.get("pattern", "").endswith("$")]
-    assert not unguarded, f"strings an editor lets a NUL through: {unguarded}"
+    assert not unguarded, f"strings an editor lets a NUL through: {unguarded} (python3 tools/schema_editor_refusals.py)"
 
 
 def test_the_mount_target_refuses_the_root() -> None:
@@ -175,3 +176,21 @@ def test_what_no_schema_can_say_the_descriptions_say() -> None:
     assert "1ms" in props["health_start_period"]["description"]
     assert "int64" in props["memory_limit"]["description"] and "int64" in props["shm_size"]["description"]
     assert "NUL" in schema("recipe")["description"] and "NUL" in schema("cluster")["description"]
+
+
+def test_the_hostile_values_validate_accepts_the_schema_accepts(tmp_path: Path) -> None:
+    """The other direction on the hostile-values corpus (tests/test_hostile_values.py): what validate accepts and
+    Compose reads (`1ns` as a stop grace period, `2µs`, `"unlimited"` ulimits, date-like strings) the editors
+    accept too."""
+    from test_hostile_values import ACCEPTED, cluster_text, recipe_text
+
+    refused = []
+    for i, (recipe_line, cluster_line) in enumerate(ACCEPTED):
+        for name, text in (("recipe.toml", recipe_text(recipe_line)), ("cluster.toml", cluster_text(cluster_line))):
+            path = tmp_path / str(i) / name
+            path.parent.mkdir(exist_ok=True)
+            path.write_text(text, "utf-8")
+            errors = _editor_errors(path)
+            if errors:
+                refused.append(f"{recipe_line if name == 'recipe.toml' else cluster_line}: {errors}")
+    assert not refused, refused
