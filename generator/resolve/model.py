@@ -228,7 +228,7 @@ class Cluster:
     ray_args: tuple[Arg, ...] = ()
     ray_join_timeout: str = "10m"
     transfer_port: int = 29700  # `recipegen models` and `images`: receivers listen here on the fabric address
-    group_port: int = 29600  # the ranks' group watches meet on the head's fabric address here
+    group_port: int = 29680  # the ranks' group watches meet on the head's fabric address here
     gpu_memory: int = 128419522150  # bytes one GPU gives the engine (GB10: 119.6 GiB); the `fit` rules' budget
     container: ContainerOptions = ContainerOptions()
 
