@@ -193,6 +193,20 @@ class Node:
         return path
 
 
+@dataclass(frozen=True)
+class Router:
+    """The cluster's `[router]`: one OpenAI endpoint in front of every routed recipe's head (schema: its keys)."""
+
+    nodes: tuple[Node, ...]
+    port: int
+    recipes: tuple[str, ...] | None  # None: every recipe of the project
+    image: str
+    max_body: str
+    api_key_env: str
+    health_interval: str
+    timeout: str
+
+
 class NodeChoiceError(LookupError):
     """The cluster cannot give a recipe its nodes; `key` is the recipe key to point at."""
 
@@ -223,6 +237,7 @@ class Cluster:
     ray_join_timeout: str = "10m"
     transfer_port: int = 29700  # `recipegen models` and `images`: receivers listen here on the fabric address
     container: ContainerOptions = ContainerOptions()
+    router: Router | None = None
 
     def node_env(self, node: Node) -> dict[str, str]:
         """The environment the cluster file gives `node`: its [env], then the node's own over it."""
