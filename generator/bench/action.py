@@ -37,10 +37,11 @@ def bench(dep: CompiledDeployment, options: BenchOptions, text: Path | None, res
     version = llama_benchy_version()
     served = dep.plan.served_model_name
     listed = served_models(url)
+    what = "the router" if base_url else "the head"
     if listed is None:
-        raise BenchError(f"nothing serves at {url} (`recipegen up {dep.project}` first)")
+        raise BenchError(f"{what} is not serving at {url} (`recipegen up {dep.project}` first)")
     if served not in listed:
-        raise BenchError(f"{url} serves {', '.join(sorted(listed)) or 'nothing'}, not {served}")
+        raise BenchError(f"{what} at {url} serves {', '.join(sorted(listed)) or 'nothing'}, not {served}")
     request = BenchRequest(url, served, dep.plan.recipe.model, options, text)
     started = _now()
     report = run(request, on_line, on_event)
@@ -80,7 +81,8 @@ def _produced_by(dep: CompiledDeployment, request: BenchRequest, version: str,
         "served_model_name": plan.served_model_name, "engine_args": [a.word for a in plan.recipe.args],
         "cluster": {"name": plan.cluster.name, "file": plan.cluster_source,
                     "nodes": [{"name": n.node.name, "address": n.node.address} for n in plan.nodes]},
-        "url": request.url, "via_router": request.url != dep.url, "started": started.isoformat(), "finished": _now().isoformat(),
+        "url": request.url, "via_router": request.url != dep.url,
+        "started": started.isoformat(), "finished": _now().isoformat(),
         "recipegen": metadata.version("recipegen"), "llama_benchy": version,
         "options": asdict(request.options), "tokenizer": request.tokenizer, "text": text,
     }
