@@ -7,11 +7,13 @@ YAML file through real Compose and the compose-spec schema); the tests here chec
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import subprocess
 import time
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 import yaml
@@ -196,27 +198,37 @@ def test_haproxy_accepts_the_config(path: Path, haproxy: str):
     assert "WARNING" not in run.stdout + run.stderr, run.stdout + run.stderr
 
 
-@pytest.fixture
-def routed(tmp_path: Path, haproxy: str, monkeypatch: pytest.MonkeyPatch):
-    """Two recipes on two 'nodes' (127.0.0.1, 127.0.0.2), stand-ins as their heads, the built router running."""
-    monkeypatch.setenv("LAB_DECODE_TPS", "200")
-    monkeypatch.setenv("LAB_TTFT_BASE_MS", "5")
-    port_a, port_b, router = free_port(), free_port("127.0.0.2"), free_port()
-    project = write_project(tmp_path / "p", CLUSTER + router_table(port=router, health_interval="200ms"), {
-        "alpha": recipe("org/alpha", "a", "--served-model-name", "alpha", "--port", str(port_a)),
-        "beta": recipe("org/beta", "b", "--served-model-name", "beta", "--port", str(port_b))})
+@contextlib.contextmanager
+def serving(folder: Path, hosts: dict[str, str], key: str = "") -> Iterator[tuple[Path, int, dict[str, StandIn]]]:
+    """A project whose recipes (one per model: its head's host) sit behind a built router, their stand-in heads
+    and the router running (haproxy on the generated config, `key` as the API key): (project, port, heads)."""
+    nodes = {"127.0.0.1": "a", "127.0.0.2": "b"}
+    ports = {model: free_port(host) for model, host in hosts.items()}
+    router = free_port()
+    project = write_project(folder, CLUSTER + router_table(port=router, health_interval="200ms"), {
+        model: recipe(f"org/{model}", nodes[host], "--served-model-name", model, "--port", str(ports[model]))
+        for model, host in hosts.items()})
     assert recipegen(project, "build").exit_code == 0
-    heads = {"alpha": StandIn("127.0.0.1", port_a, "alpha").start(), "beta": StandIn("127.0.0.2", port_b, "beta").start()}
-    proc = start_haproxy(project / "out" / "_router" / "haproxy.cfg", {"RECIPEGEN_ROUTER_API_KEY": ""})
+    heads = {model: StandIn(host, ports[model], model).start() for model, host in hosts.items()}
+    proc = start_haproxy(project / "out" / "_router" / "haproxy.cfg", {"RECIPEGEN_ROUTER_API_KEY": key})
     try:
         wait_listening("127.0.0.1", router)
-        time.sleep(0.6)  # two health checks: both servers up
-        yield router, heads
+        time.sleep(0.6)  # health checks every 200 ms, two to change a server's state
+        yield project, router, heads
     finally:
         proc.kill()
         proc.wait(timeout=10)
         for head in heads.values():
             head.stop()
+
+
+@pytest.fixture
+def routed(tmp_path: Path, haproxy: str, monkeypatch: pytest.MonkeyPatch):
+    """Two recipes on two 'nodes' (127.0.0.1, 127.0.0.2), stand-ins as their heads, the built router running."""
+    monkeypatch.setenv("LAB_DECODE_TPS", "200")
+    monkeypatch.setenv("LAB_TTFT_BASE_MS", "5")
+    with serving(tmp_path / "p", {"alpha": "127.0.0.1", "beta": "127.0.0.2"}) as (_, router, heads):
+        yield router, heads
 
 
 def test_streams_reach_each_model_unbuffered(routed):
@@ -277,15 +289,7 @@ def test_body_larger_than_max_body_gets_413(routed):
 
 def test_api_key_from_the_environment(tmp_path: Path, haproxy: str, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv("LAB_TTFT_BASE_MS", "5")
-    port_a, router = free_port(), free_port()
-    project = write_project(tmp_path / "p", CLUSTER + router_table(port=router, health_interval="200ms"), {
-        "alpha": recipe("org/alpha", "a", "--served-model-name", "alpha", "--port", str(port_a))})
-    assert recipegen(project, "build").exit_code == 0
-    head = StandIn("127.0.0.1", port_a, "alpha").start()
-    proc = start_haproxy(project / "out" / "_router" / "haproxy.cfg", {"RECIPEGEN_ROUTER_API_KEY": "k-123"})
-    try:
-        wait_listening("127.0.0.1", router)
-        time.sleep(0.6)
+    with serving(tmp_path / "p", {"alpha": "127.0.0.1"}, key="k-123") as (_, router, _heads):
         denied = request("127.0.0.1", router, "POST", "/v1/chat/completions", chat("alpha"))
         assert denied.status == 401 and denied.json()["error"]["type"] == "AuthenticationError"
         wrong = request("127.0.0.1", router, "GET", "/v1/models", headers={"Authorization": "Bearer k-12"})
@@ -294,7 +298,3 @@ def test_api_key_from_the_environment(tmp_path: Path, haproxy: str, monkeypatch:
                      headers={"Authorization": "Bearer k-123"})
         assert ok.status == 200 and ok.chunks == 16
         assert request("127.0.0.1", router, "GET", "/health").status == 200  # probes need no key
-    finally:
-        proc.kill()
-        proc.wait(timeout=10)
-        head.stop()

@@ -15,9 +15,8 @@ from generator.deploy.backends.router import Applied, RouterDeployment
 from generator.deploy.probe import probe
 from generator.deploy.router import router_from_out, status, wait_backend
 from generator.resolve.load import load_cluster
-from routerkit import StandIn, free_port, start_haproxy, wait_listening
 from test_golden import recipegen, write_project
-from test_router import CLUSTER, recipe, router_table
+from test_router import CLUSTER, recipe, serving
 
 
 class FakeRouterBackend:
@@ -34,26 +33,12 @@ class FakeRouterBackend:
 
 @pytest.fixture
 def running(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    """Two recipes built with a router, their stand-in heads and the router running; yields (project, router)."""
+    """Two recipes built with a router, their stand-in heads and the router running; yields (project, router,
+    heads)."""
     monkeypatch.setenv("LAB_TTFT_BASE_MS", "5")
     monkeypatch.setenv("LAB_DECODE_TPS", "500")
-    port_a, port_b, port = free_port(), free_port("127.0.0.2"), free_port()
-    project = write_project(tmp_path / "p", CLUSTER + router_table(port=port, health_interval="200ms"), {
-        "alpha": recipe("org/alpha", "a", "--served-model-name", "alpha", "--port", str(port_a)),
-        "beta": recipe("org/beta", "b", "--served-model-name", "beta", "--port", str(port_b))})
-    assert recipegen(project, "build").exit_code == 0
-    heads = {"alpha": StandIn("127.0.0.1", port_a, "alpha").start(), "beta": StandIn("127.0.0.2", port_b, "beta").start()}
-    key = {"RECIPEGEN_ROUTER_API_KEY": ""}
-    proc = start_haproxy(project / "out" / "_router" / "haproxy.cfg", key)
-    router = router_from_out(load_cluster(project / "cluster.toml"), project / "out")
-    try:
-        wait_listening("127.0.0.1", port)
-        yield project, router, heads
-    finally:
-        proc.kill()
-        proc.wait(timeout=10)
-        for head in heads.values():
-            head.stop()
+    with serving(tmp_path / "p", {"alpha": "127.0.0.1", "beta": "127.0.0.2"}) as (project, _, heads):
+        yield project, router_from_out(load_cluster(project / "cluster.toml"), project / "out"), heads
 
 
 def test_router_read_back_from_out(running):
@@ -99,19 +84,7 @@ def test_smoke_via_router_without_a_router_says_so(tmp_path: Path):
 
 def test_probe_sends_the_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv("LAB_TTFT_BASE_MS", "5")
-    port_a, port = free_port(), free_port()
-    project = write_project(tmp_path / "p", CLUSTER + router_table(port=port, health_interval="200ms"), {
-        "alpha": recipe("org/alpha", "a", "--served-model-name", "alpha", "--port", str(port_a))})
-    assert recipegen(project, "build").exit_code == 0
-    head = StandIn("127.0.0.1", port_a, "alpha").start()
-    proc = start_haproxy(project / "out" / "_router" / "haproxy.cfg", {"RECIPEGEN_ROUTER_API_KEY": "k-1"})
-    try:
-        wait_listening("127.0.0.1", port)
-        time.sleep(0.5)
+    with serving(tmp_path / "p", {"alpha": "127.0.0.1"}, key="k-1") as (_, port, _heads):
         base = f"http://127.0.0.1:{port}"
         assert "401" in (probe(base, "alpha", 10).error or "")
         assert probe(base, "alpha", 10, api_key="k-1").ok
-    finally:
-        proc.kill()
-        proc.wait(timeout=10)
-        head.stop()
