@@ -168,6 +168,9 @@ def test_without_a_router_two_recipes_may_serve_one_name(tmp_path: Path):
      "cluster.toml:14:15: error: router.nodes[1]: the cluster has no node 'c' (it has a, b)"),
     (router_table(recipes=["one", "nope"]), {"one": recipe("org/one", "a")},
      "cluster.toml:15:19: error[router-name]: router.recipes[1]: no recipe 'nope' in the project"),
+    (router_table(), {"one": recipe("org/one", "a", "--host", "127.0.0.1")},
+     "recipes/one/recipe.toml:5:9: error[router-reach]: args: --host 127.0.0.1: the router reaches 'one' at its "
+     "head's fabric address 127.0.0.1"),
     (router_table(), {"one": recipe("org/one", "a", "--served-model-name", "\"it's\"")},
      "recipes/one/recipe.toml:5:32: error[router-name]: args: served name \"it's\" holds a quote"),
 ])

@@ -5,6 +5,8 @@
 - `port-collision`: the router's port equal to another listener on a router node's host network (the cluster's
   rendezvous, Ray and transfer ports, or the API port of a routed head on that node).
 - `router-name`: a served name the router cannot match exactly (a quote, a backslash, a control character).
+- `router-reach`: a routed head told to listen on loopback only (`--host 127.0.0.1`): the router reaches heads at
+  their nodes' fabric addresses, even on its own node.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from generator.resolve.model import Cluster, NodeChoiceError, Origin, Recipe
 
 # What a name may hold to sit in single quotes in haproxy.cfg and in the JSON the router returns as it is.
 ROUTABLE_NAME = re.compile(r"[^'\\\x00-\x1f\x7f]+")
+LOOPBACK = ("127.0.0.1", "localhost", "::1", "[::1]")
 
 
 def routed(recipes: list[Recipe], cluster: Cluster) -> list[Recipe]:
@@ -63,6 +66,14 @@ def router_findings(recipes: list[Recipe], cluster: Cluster, complete: bool = Tr
             found.append(doc.diagnostic(port_key, f"the router's port {router.port} is also the API port of "
                                                   f"'{recipe.id}', whose head runs on router node '{head.name}'",
                                         rule="port-collision"))
+        hosts = [g for g in recipe.flag_groups if g.flag == "--host" and g.values]  # the last one counts
+        host = hosts[-1] if hosts else None
+        if host is not None and host.values[0] in LOOPBACK:
+            found.append(_at(host.args[0].origin, "args", f"--host {host.values[0]}: the router reaches "
+                                                          f"'{recipe.id}' at its head's fabric address "
+                                                          f"{head.address}, which a loopback-only head does not "
+                                                          "answer; use 0.0.0.0 (or leave the recipe out of the "
+                                                          "router's recipes)", "router-reach"))
         for name, origin in served_names(recipe):
             where = "args" if flag_value(recipe, "--served-model-name") else "model"
             if not ROUTABLE_NAME.fullmatch(name):
