@@ -116,7 +116,7 @@ def compile_router(recipe_paths: list[Path], cluster: Cluster, root: Path, out_d
         return {}
     recipes = [load_recipe(path, root / "recipes") for path in recipe_paths]
     problems = router_findings(recipes, cluster)
-    if problems:
+    if any(p.is_error for p in problems):  # warnings are validate's to show
         raise RecipegenError(problems)
     try:  # as every header names it: relative to the project, so out/ is the same on every clone
         shown = cluster.path.resolve().relative_to(root.resolve()).as_posix()

@@ -166,8 +166,6 @@ def test_without_a_router_two_recipes_may_serve_one_name(tmp_path: Path):
      "cluster.toml:15:8: error[port-collision]: router.port: the router's port 29501 is also master_port"),
     (router_table(nodes=["a", "c"]), {},
      "cluster.toml:14:15: error: router.nodes[1]: the cluster has no node 'c' (it has a, b)"),
-    (router_table(recipes=["one", "nope"]), {"one": recipe("org/one", "a")},
-     "cluster.toml:15:19: error[router-name]: router.recipes[1]: no recipe 'nope' in the project"),
     (router_table(), {"one": recipe("org/one", "a", "--host", "127.0.0.1")},
      "recipes/one/recipe.toml:5:9: error[router-reach]: args: --host 127.0.0.1: the router reaches 'one' at its "
      "head's fabric address 127.0.0.1"),
@@ -181,6 +179,19 @@ def test_router_problems_name_file_line_and_key(tmp_path: Path, table: str, reci
     built = recipegen(project, "build")
     assert built.exit_code == 1 and expected in built.output and not (project / "out").exists(), built.output
     assert "Traceback" not in built.output
+
+
+def test_a_listed_recipe_the_project_lacks_is_a_warning(tmp_path: Path):
+    """A cluster file shared between projects may name recipes this one lacks: the others are still routed."""
+    project = write_project(tmp_path / "p", CLUSTER + router_table(recipes=["one", "nope"]),
+                            {"one": recipe("org/one", "a")})
+    result = recipegen(project, "validate")
+    assert result.exit_code == 0
+    assert ("cluster.toml:15:19: warning[router-name]: router.recipes[1]: no recipe 'nope' in the project: not "
+            "routed") in result.output
+    assert recipegen(project, "validate", "--strict").exit_code == 1
+    assert recipegen(project, "build").exit_code == 0
+    assert "'org/one'" in (project / "out" / "_router" / "haproxy.cfg").read_text()
 
 
 # --- the generated config, run for real -----------------------------------------------------------------------------

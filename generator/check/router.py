@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 from generator.check.ports import CLUSTER_PORTS
-from generator.diagnostics import Diagnostic
+from generator.diagnostics import Diagnostic, Severity
 from generator.engines.ranks import flag_value, serve_port, served_names
 from generator.resolve.model import Cluster, NodeChoiceError, Origin, Recipe
 
@@ -47,7 +47,9 @@ def router_findings(recipes: list[Recipe], cluster: Cluster, complete: bool = Tr
     found: list[Diagnostic] = []
     if complete and router.recipes is not None:
         have = {r.id for r in recipes}
-        found += [doc.diagnostic(("router", "recipes", i), f"no recipe '{rid}' in the project", rule="router-name")
+        # A warning: a cluster file shared between projects may name recipes another project has.
+        found += [doc.diagnostic(("router", "recipes", i), f"no recipe '{rid}' in the project: not routed",
+                                 rule="router-name", severity=Severity.WARNING)
                   for i, rid in enumerate(router.recipes) if rid not in have]
     port_key = ("router", "port") if "port" in doc.data["router"] else ("router",)
     for key, what in CLUSTER_PORTS.items():
