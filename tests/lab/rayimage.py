@@ -96,11 +96,9 @@ def _layer(rootfs: Path, path: Path) -> str:
     return digest.hexdigest()
 
 
-def archive(context_dir: Path, ray_dir: Path, out: Path, tag: str = RAY_IMAGE,
-            what: str = f"pip install ray=={RAY_VERSION}") -> Path:
+def archive(context_dir: Path, ray_dir: Path, out: Path) -> Path:
     """The Ray image as `docker save` writes it, into the file out: the engine image's layer, then Ray's (the
-    engine image's ENV and WORKDIR as its config). Another layer over the engine image (the router's haproxy,
-    lab/routerimage.py) is written the same way, under its own tag and history."""
+    engine image's ENV and WORKDIR as its config)."""
     work = out.parent / (out.name + ".layers")
     work.mkdir(exist_ok=True)
     layers = [(work / "base.tar", context_dir / "rootfs"), (work / "ray.tar", ray_dir / "rootfs")]
@@ -110,11 +108,11 @@ def archive(context_dir: Path, ray_dir: Path, out: Path, tag: str = RAY_IMAGE,
         "architecture": {"x86_64": "amd64", "aarch64": "arm64"}.get(os.uname().machine, os.uname().machine),
         "os": "linux", "created": "1970-01-01T00:00:00Z", "config": {"Env": env, "WorkingDir": workdir},
         "rootfs": {"type": "layers", "diff_ids": [f"sha256:{i}" for i in ids]},
-        "history": [{"created": "1970-01-01T00:00:00Z", "created_by": f"recipegen lab: {step}"}
-                    for step in ("COPY rootfs/ /", what)],
+        "history": [{"created": "1970-01-01T00:00:00Z", "created_by": f"recipegen lab: {what}"}
+                    for what in ("COPY rootfs/ /", f"pip install ray=={RAY_VERSION}")],
     }, sort_keys=True).encode()
     config_name = hashlib.sha256(config).hexdigest() + ".json"
-    manifest = json.dumps([{"Config": config_name, "RepoTags": [tag],
+    manifest = json.dumps([{"Config": config_name, "RepoTags": [RAY_IMAGE],
                             "Layers": [f"{i}/layer.tar" for i in ids]}]).encode()
     with tarfile.open(out, "w") as tar:
         for i, (path, _) in zip(ids, layers):
@@ -127,12 +125,12 @@ def archive(context_dir: Path, ray_dir: Path, out: Path, tag: str = RAY_IMAGE,
     return out
 
 
-def load(path: Path, docker: list[str], env: dict[str, str], tag: str = RAY_IMAGE) -> None:
+def load(path: Path, docker: list[str], env: dict[str, str]) -> None:
     """`docker load` the archive file (streamed, not read into memory)."""
     with path.open("rb") as f:
         done = subprocess.run([*docker, "load", "-q"], env=env, stdin=f, capture_output=True, timeout=600)
     if done.returncode:
-        raise LabError(f"docker load of {tag} failed: {done.stderr.decode(errors='replace').strip()}")
+        raise LabError(f"docker load of {RAY_IMAGE} failed: {done.stderr.decode(errors='replace').strip()}")
 
 
 __all__ = ["IMAGE", "LIGHT_RAY", "RAY_IMAGE", "RAY_VERSION", "WHEELS", "archive", "load", "stage", "unavailable_reason"]

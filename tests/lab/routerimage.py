@@ -15,7 +15,8 @@ import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from . import image, rayimage
+from . import image
+from .layers import archive as archive_layers, load as load_archive, tar_layer
 from .sysutil import LabError, run
 
 if TYPE_CHECKING:
@@ -84,10 +85,15 @@ def provide(lab: Lab, nodes: list[Node], tag: str) -> str:
         context_dir = folder / "engine-context"
         if not context_dir.exists():
             image.stage_context(context_dir)
-        layer = stage(folder / "router-context", context_dir / "rootfs")
-        rayimage.archive(context_dir, layer, archive, tag=ROUTER_IMAGE, what=f"dpkg-deb -x {' '.join(PACKAGES)}")
-        shutil.rmtree(layer)
+        layer_dir = stage(folder / "router-context", context_dir / "rootfs")
+        work = folder / "router-layers"
+        work.mkdir(exist_ok=True)
+        layers = [tar_layer(context_dir / "rootfs", work / "base.tar", "COPY rootfs/ /"),
+                  tar_layer(layer_dir / "rootfs", work / "haproxy.tar", f"dpkg-deb -x {' '.join(PACKAGES)}")]
+        archive_layers(ROUTER_IMAGE, context_dir / "Dockerfile", layers, archive)
+        shutil.rmtree(work)
+        shutil.rmtree(layer_dir)
     for node in nodes:
-        rayimage.load(archive, ["docker", "--context", node.context], lab.env, tag=ROUTER_IMAGE)
+        load_archive(archive, ROUTER_IMAGE, ["docker", "--context", node.context], lab.env, timeout=600)
         lab.docker(node, "tag", ROUTER_IMAGE, tag)
     return tag
