@@ -7,11 +7,14 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterator
 from pathlib import Path
 
+from generator.check.router import routed, router_findings
 from generator.check.rules import lint_cluster, lint_recipe
 from generator.diagnostics import Diagnostic, RecipegenError
 from generator.plan.nodes import plan_recipe
+from generator.plan.router import plan_router
 from generator.plan.types import RecipePlan
 from generator.render.templates import render_node, render_stack
+from generator.render.router import render_router
 from generator.render.sizes import launcher_sizes
 from generator.resolve.load import load_cluster, load_recipe
 from generator.resolve.model import Cluster
@@ -104,6 +107,27 @@ def compile_one(path: Path, cluster: Cluster, root: Path, out_dir: Path,
     for name, text in files.items():
         verify_compose(text, f"{out_dir.name}/{name}")
     return plan, files, findings
+
+
+def compile_router(recipe_paths: list[Path], cluster: Cluster, root: Path, out_dir: Path) -> dict[str, str]:
+    """out/_router/'s files (none when the cluster has no `[router]`), from every recipe of the project: the
+    recipes it routes must not share a served name, nor its port another listener (check/router.py)."""
+    if cluster.router is None:
+        return {}
+    recipes = [load_recipe(path, root / "recipes") for path in recipe_paths]
+    problems = router_findings(recipes, cluster)
+    if any(p.is_error for p in problems):  # warnings are validate's to show
+        raise RecipegenError(problems)
+    try:  # as every header names it: relative to the project, so out/ is the same on every clone
+        shown = cluster.path.resolve().relative_to(root.resolve()).as_posix()
+    except ValueError:
+        shown = cluster.path.name
+    plan = plan_router(routed(recipes, cluster), cluster, shown)
+    files = render_router(plan, stamp)
+    for name, text in files.items():
+        if name.endswith(".yaml"):
+            verify_compose(text, f"{out_dir.name}/{name}")
+    return files
 
 
 def load_checked_cluster(path: Path) -> tuple[Cluster, list[Diagnostic]]:

@@ -6,6 +6,7 @@ import re
 import tomllib
 from pathlib import Path
 
+from generator.check.router import router_findings
 from generator.check.rules import RULES, lint_cluster, lint_recipe
 from generator.diagnostics import Diagnostic, RecipegenError, Severity, display_path
 from generator.render.sizes import launcher_sizes
@@ -99,6 +100,8 @@ def validate_paths(paths: list[Path], cluster_path: Path | None) -> list[Diagnos
         except RecipegenError as exc:
             found_here += exc.diagnostics
         findings += _by_line(schema_problems + found_here)
+    if cluster is not None and cluster.router is not None:
+        findings += _router_findings(project, cluster)
     if recipes_linted and cluster is None and cluster_path is None:
         # `ok` would claim rules passed that never ran: name them and how to run them.
         rules = ", ".join(r.id for r in RULES if r.needs_cluster)
@@ -106,6 +109,19 @@ def validate_paths(paths: list[Path], cluster_path: Path | None) -> list[Diagnos
                                    f"no cluster file, so the cluster-dependent rules ({rules}) were skipped or "
                                    "checked against defaults; pass --cluster FILE", Severity.WARNING, "no-cluster"))
     return list(dict.fromkeys(findings))
+
+
+def _router_findings(project: Project, cluster: Cluster) -> list[Diagnostic]:
+    """The router's checks across every recipe of the project (a served name two routed recipes claim, its port),
+    whichever files were named: one recipe's name conflicts with another's. Recipes that do not load are left
+    out here; their own findings say why."""
+    recipes = []
+    for path in project.all_recipes():
+        try:
+            recipes.append(load_recipe(path, project.recipes_dir))
+        except RecipegenError:
+            continue
+    return router_findings(recipes, cluster)
 
 
 def _by_line(found: list[Diagnostic]) -> list[Diagnostic]:

@@ -31,19 +31,23 @@ class BenchOutcome:
 
 
 def bench(dep: CompiledDeployment, options: BenchOptions, text: Path | None, results_root: Path,
-          on_line: Callable[[str], None], on_event: Callable[[dict[str, Any]], None]) -> BenchOutcome:
-    """Benchmark the running head; BenchError (one line) when it cannot."""
+          on_line: Callable[[str], None], on_event: Callable[[dict[str, Any]], None],
+          base_url: str | None = None) -> BenchOutcome:
+    """Benchmark the running head (or, with `base_url`, the same model through that endpoint: the router);
+    BenchError (one line) when it cannot."""
+    url = base_url or dep.url
     table = dep.plan.recipe.bench
     if table.framework != "llama-benchy":
         raise BenchError(f"[bench] framework '{table.framework}': recipegen runs llama-benchy only")
     version = llama_benchy_version()
     served = dep.plan.served_model_name
-    listed = served_models(dep.url)
+    listed = served_models(url)
+    what = "the router" if base_url else "the head"
     if listed is None:
-        raise BenchError(f"the head is not serving at {dep.url} (`recipegen up {dep.project}` first)")
+        raise BenchError(f"{what} is not serving at {url} (`recipegen up {dep.project}` first)")
     if served not in listed:
-        raise BenchError(f"the head at {dep.url} serves {', '.join(sorted(listed)) or 'nothing'}, not {served}")
-    request = BenchRequest(dep.url, served, dep.plan.recipe.model, options, text)
+        raise BenchError(f"{what} at {url} serves {', '.join(sorted(listed)) or 'nothing'}, not {served}")
+    request = BenchRequest(url, served, dep.plan.recipe.model, options, text)
     _writable(results_root / dep.project)
     started = _now()
     threading.Thread(target=prepare, name="import matplotlib", daemon=True).start()
@@ -111,7 +115,8 @@ def _produced_by(dep: CompiledDeployment, request: BenchRequest, version: str,
         "served_model_name": plan.served_model_name, "engine_args": [a.word for a in plan.recipe.args],
         "cluster": {"name": plan.cluster.name, "file": plan.cluster_source,
                     "nodes": [{"name": n.node.name, "address": n.node.address} for n in plan.nodes]},
-        "url": dep.url, "started": started.isoformat(), "finished": _now().isoformat(),
+        "url": request.url, "via_router": request.url != dep.url,
+        "started": started.isoformat(), "finished": _now().isoformat(),
         "recipegen": metadata.version("recipegen"), "llama_benchy": version,
         "options": asdict(request.options), "tokenizer": request.tokenizer, "text": text,
     }

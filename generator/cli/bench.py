@@ -51,11 +51,13 @@ def _list_option(name: str, what: str) -> Callable[[Callable[..., Any]], Callabl
 @click.option("--results", "results_root", type=click.Path(path_type=Path, file_okay=False),
               help="Folder of results (default: bench/ of the project).")
 @click.option("--compare", is_flag=True, help="Run nothing: show the last two runs side by side, with ratios.")
+@click.option("--via-router", is_flag=True, help="Through the cluster's router (its first node) instead of the head "
+                                                  "(a router that asks for an API key is not supported here).")
 def bench(recipe: str, cluster_path: Path | None, out_dir: Path | None, profile: str | None,
           pp: tuple[int, ...] | None, tg: tuple[int, ...] | None, depth: tuple[int, ...] | None,
           concurrency: tuple[int, ...] | None, runs: int | None,
           tokenizer: str | None, skip_coherence: bool, text: Path | None, timeout: float | None,
-          results_root: Path | None, compare: bool) -> None:
+          results_root: Path | None, compare: bool, via_router: bool) -> None:
     """Benchmark RECIPE's running head with llama-benchy (prompt processing and generation tokens/s, time to first
     token, over prompt depth and concurrency). Results: bench/<recipe>/<UTC time>/ with results.json,
     results.csv and plot.png. Defaults come from the recipe's [bench] table."""
@@ -84,10 +86,19 @@ def bench(recipe: str, cluster_path: Path | None, out_dir: Path | None, profile:
         "skip_coherence": True if skip_coherence else None})  # not given: the recipe's [bench] decides
     if plan.recipe.bench.schedule:
         click.echo(f"{dep.project}: [bench] schedule is sparkrun's; recipegen runs the options only", err=True)
+    base_url = None
+    if via_router:
+        from generator.cli.router import router_url
+
+        base_url, key = router_url(dep)
+        if key:  # llama-benchy takes a key only on its command line, where every user of the machine reads it
+            click.echo(f"{dep.project}: bench --via-router: the router asks for an API key, which llama-benchy "
+                       "would have to get on its command line; bench the head directly", err=True)
+            sys.exit(1)
     live = _Live()
     try:
         with live:
-            outcome = run_bench(dep, options, text, root, live.line, live.event)
+            outcome = run_bench(dep, options, text, root, live.line, live.event, base_url)
     except BenchError as err:
         click.echo(f"{dep.project}: bench: {err}", err=True)
         sys.exit(1)

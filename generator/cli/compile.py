@@ -59,7 +59,8 @@ cluster_option = click.option("--cluster", "cluster_path", type=click.Path(path_
 def build(recipes: tuple[str, ...], cluster_path: Path | None, out_dir: Path | None, check: bool, strict: bool,
           force: bool) -> None:
     """Compile RECIPES (recipe.toml files, their folders or ids; none = every recipe under recipes/)."""
-    from generator.build import compile_recipes
+    from generator.build import compile_recipes, compile_router
+    from generator.plan.router import ROUTER_DIR
     from generator.write.compare import differences
     from generator.write.journal import leftover_problems, recover
     from generator.write.lock import held
@@ -84,7 +85,12 @@ def build(recipes: tuple[str, ...], cluster_path: Path | None, out_dir: Path | N
             print_diagnostics(recover(out))  # a build killed mid-swap: finish it first, and say so
             with Stager(out, force) as stager:  # stages recipes as they compile; nothing lands unless all do
                 result = compile_recipes(paths, cluster, project.root, out, strict, on_result=stager.offer)
-                diffs = stager.commit(result.recipe_ids, prune)
+                # The router serves every recipe, so only a whole build writes it (or prunes it, when it is gone).
+                router = compile_router(paths, cluster, project.root, out) if prune else {}
+                if router:
+                    stager.offer(ROUTER_DIR, router)
+                    result.files.update(router)
+                diffs = stager.commit(result.recipe_ids + ([ROUTER_DIR] if router else []), prune)
         print_diagnostics(result.warnings)
         for d in diffs:
             if d.kind in ("symlink", "stray"):
@@ -92,10 +98,12 @@ def build(recipes: tuple[str, ...], cluster_path: Path | None, out_dir: Path | N
         click.echo(f"{out}: {len(result.files)} files for {len(result.recipe_ids)} recipe(s), {len(diffs)} changed")
         return
     result = compile_recipes(paths, cluster, project.root, out, strict)
+    router = compile_router(paths, cluster, project.root, out) if prune else {}
+    result.files.update(router)
     print_diagnostics(result.warnings)
     interrupted = leftover_problems(out)
     print_diagnostics(interrupted)
-    diffs = differences(out, result.files, result.recipe_ids, prune)
+    diffs = differences(out, result.files, result.recipe_ids + ([ROUTER_DIR] if router else []), prune)
     for d in diffs[:20]:
         click.echo(f"{_shown_in(out, d.path)}: {_KIND.get(d.kind, d.kind)}", err=True)
     if diffs or interrupted:
@@ -195,14 +203,18 @@ def diff(recipes: tuple[str, ...], cluster_path: Path | None, out_dir: Path | No
     """Show what a rebuild would change in out/, per node, as a unified diff."""
     import difflib
 
-    from generator.build import compile_recipes
+    from generator.build import compile_recipes, compile_router
     from generator.diagnostics import display_path
+    from generator.plan.router import ROUTER_DIR
     from generator.write.compare import differences
 
     given = inputs(cluster_path, out_dir, recipes)
     out = given.out
-    result = compile_recipes(given.project.recipe_paths(recipes), given.cluster, given.project.root, out)
-    diffs = differences(out, result.files, result.recipe_ids, prune=not recipes)
+    paths = given.project.recipe_paths(recipes)
+    result = compile_recipes(paths, given.cluster, given.project.root, out)
+    router = {} if recipes else compile_router(paths, given.cluster, given.project.root, out)
+    result.files.update(router)
+    diffs = differences(out, result.files, result.recipe_ids + ([ROUTER_DIR] if router else []), prune=not recipes)
     for d in diffs:
         shown = display_path(out / d.path)
         if d.kind == "stale" and d.path.endswith("/"):

@@ -102,11 +102,11 @@ def up(recipe: str, cluster_path: Path | None, out_dir: Path | None, swarm: bool
     probe = None if no_probe else probe_timeout
     with holding(dep.targets, dep.project, f"recipegen up {dep.project}", lock_wait,
                  None if sync else up_bound(dep, timeout + (probe or 0)), cluster_path):
-        _up(dep, backend, timeout, keep, sync, probe)
+        _up(dep, backend, timeout, keep, sync, probe, swarm)
 
 
 def _up(dep: CompiledDeployment, backend: Backend, timeout: float, keep: bool, sync: bool,
-        probe_timeout: float | None) -> None:
+        probe_timeout: float | None, swarm: bool = False) -> None:
     from generator.deploy import actions
     from generator.deploy.findings import Severity, errors
     from generator.deploy.progress import Progress
@@ -132,6 +132,10 @@ def _up(dep: CompiledDeployment, backend: Backend, timeout: float, keep: bool, s
         if result.probe is not None:
             click.echo(f"{dep.project}: first request: {probe_line(result.probe)}")
         click.echo(f"{dep.project}: serving {dep.plan.served_model_name} at {result.url}")
+        from generator.cli.router import after_up
+
+        if not after_up(dep, swarm):  # the recipe serves, but the one endpoint does not reach it
+            sys.exit(1)
         return
     click.echo(f"{dep.project}: up failed: {result.failure}", err=True)
     for name, text in result.last_logs.items():
@@ -172,12 +176,17 @@ def probe_line(result: ProbeResult) -> str:
 @click.command()
 @recipe_target(swarm=False)
 @click.option("--probe-timeout", default=600.0, show_default=True, help="Seconds the request may take.")
-def smoke(recipe: str, cluster_path: Path | None, out_dir: Path | None, probe_timeout: float) -> None:
+@click.option("--via-router", is_flag=True, help="Through the cluster's router (its first node), as a client sends "
+                                                  "it, instead of to the head.")
+def smoke(recipe: str, cluster_path: Path | None, out_dir: Path | None, probe_timeout: float,
+          via_router: bool) -> None:
     """Send RECIPE's running head one real request (what `up` ends with); exit 1 when it fails."""
+    from generator.cli.router import router_url
     from generator.deploy.probe import probe
 
     dep = compiled(recipe, cluster_path, out_dir)
-    result = probe(dep.url, dep.plan.served_model_name, probe_timeout)
+    url, key = router_url(dep) if via_router else (dep.url, None)
+    result = probe(url, dep.plan.served_model_name, probe_timeout, key)
     if not result.ok:
         click.echo(f"{dep.project}: the request to {result.model} at {result.url} failed: {result.error}", err=True)
         sys.exit(1)
@@ -218,6 +227,9 @@ def down(recipe: str, cluster_path: Path | None, out_dir: Path | None, swarm: bo
     _report_down(result)
     if not result.ok:
         sys.exit(1)
+    from generator.cli.router import after_down
+
+    after_down(dep)
 
 
 @click.command()
@@ -239,6 +251,9 @@ def ps(recipe: str, cluster_path: Path | None, out_dir: Path | None, swarm: bool
           [[r.node, r.context, r.container, r.state, r.health, r.uptime, r.status] for r in result.ranks])
     for line in group_lines(dep.project, result.group):
         click.echo(line)
+    from generator.cli.router import show_ps
+
+    show_ps(dep, swarm)
     from generator.deploy.lock import unlock_hint
 
     for name, holder in result.held.items():

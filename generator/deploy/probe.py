@@ -43,12 +43,16 @@ class ProbeResult:
         return self.error is None
 
 
-def probe(base_url: str, model: str, timeout: float = PROBE_TIMEOUT) -> ProbeResult:
-    """POST one streamed chat completion to base_url/v1/chat/completions and time its answer."""
+def probe(base_url: str, model: str, timeout: float = PROBE_TIMEOUT, api_key: str | None = None) -> ProbeResult:
+    """POST one streamed chat completion to base_url/v1/chat/completions and time its answer (with the bearer
+    `api_key` when given: a router that asks for one)."""
     url = f"{base_url}/v1/chat/completions"
     body = json.dumps({"model": model, "messages": [{"role": "user", "content": PROMPT}], "max_tokens": MAX_TOKENS,
                        "temperature": 0, "stream": True, "stream_options": {"include_usage": True}}).encode()
-    request = urllib.request.Request(url, body, {"Content-Type": "application/json", "Accept": "text/event-stream"})
+    headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
+    if api_key:
+        headers["Authorization"] = f"Bearer {api_key}"
+    request = urllib.request.Request(url, body, headers)
     result = ProbeResult(url, model)
     start = time.monotonic()
     try:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from generator.engines import rayoptions
 from generator.resolve.argwords import merge_args
-from generator.resolve.model import ENGINE_DEFAULT_PORT, Arg, Cluster, Node, Recipe
+from generator.resolve.model import ENGINE_DEFAULT_PORT, Arg, Cluster, Node, Origin, Recipe
 
 # Flags the compiler writes itself (all spellings the engine accepts); a recipe setting one is an error.
 OWNED_FLAGS = {
@@ -79,6 +79,18 @@ def serve_port(recipe: Recipe) -> int:
 
 def served_model_name(recipe: Recipe) -> str:
     return flag_value(recipe, "--served-model-name") or recipe.model
+
+
+def served_names(recipe: Recipe) -> tuple[tuple[str, Origin], ...]:
+    """Every name the engine answers to, with where it was written: the values of the last
+    `--served-model-name` (vLLM takes several, its aliases; SGLang one), else the model itself."""
+    found: tuple[tuple[str, Origin], ...] = ()
+    for group in recipe.flag_groups:
+        if group.flag == "--served-model-name" and group.values:
+            inline = "=" in group.args[0].word
+            words = group.args if inline else group.args[1:]
+            found = tuple((value, arg.origin) for value, arg in zip(group.values, words))
+    return found or ((recipe.model, recipe.origins.get("model", recipe.document.origin("recipe", ()))),)
 
 
 # Flags naming a draft model that must be on every node too: vLLM's JSON config (and its older flag), SGLang's.

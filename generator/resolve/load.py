@@ -16,7 +16,7 @@ from generator.read.units import size_bytes
 from generator.resolve.argwords import flag_name, group_flags, merge_args, split_words
 from generator.resolve.benchtable import bench_table, merged
 from generator.resolve.model import (CONTAINER_KEYS, DEFAULT, ENGINE_DEFAULT_ENTRYPOINT, RECIPE_ID, RECIPE_SCALARS, Arg,
-                                     Cluster, ContainerOptions, Mod, Mount, Node, Origin, Recipe, Ulimits,
+                                     Cluster, ContainerOptions, Mod, Mount, Node, Origin, Recipe, Router, Ulimits,
                                      container_target)
 from generator.resolve.mods import load_mods
 
@@ -280,7 +280,27 @@ def cluster_from_document(doc: TomlDocument) -> Cluster:
         ray_args=split_words(doc, data.get("ray_args", []), "cluster", key="ray_args"),
         ray_join_timeout=get("ray_join_timeout"),
         gpu_memory=size_bytes(get("gpu_memory")) or 0,
-        container=ContainerOptions(**{k: data.get(k, props[k].get("default")) for k in CONTAINER_KEYS}))
+        container=ContainerOptions(**{k: data.get(k, props[k].get("default")) for k in CONTAINER_KEYS}),
+        router=_router(doc, tuple(nodes)))
+
+
+def _router(doc: TomlDocument, nodes: tuple[Node, ...]) -> Router | None:
+    """The `[router]` table, its nodes looked up by name (a name the cluster lacks is an error at its place)."""
+    raw = doc.data.get("router")
+    if raw is None:
+        return None
+    props = schema("cluster")["properties"]["router"]["properties"]
+    known = {n.name: n for n in nodes}
+    missing = [doc.diagnostic(("router", "nodes", i), f"the cluster has no node '{name}' (it has "
+                                                      f"{', '.join(known)})")
+               for i, name in enumerate(raw["nodes"]) if name not in known]
+    if missing:
+        raise RecipegenError(missing)
+    recipes = raw.get("recipes")
+    return Router(nodes=tuple(known[name] for name in raw["nodes"]), port=raw.get("port", props["port"]["default"]),
+                  recipes=None if recipes is None else tuple(recipes),
+                  **{k: raw.get(k, props[k]["default"]) for k in ("image", "max_body", "api_key_env",
+                                                                    "health_interval", "timeout")})
 
 
 def _unique_node_fields(doc: TomlDocument) -> None:

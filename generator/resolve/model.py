@@ -199,6 +199,20 @@ class Node:
         return path
 
 
+@dataclass(frozen=True)
+class Router:
+    """The cluster's `[router]`: one OpenAI endpoint in front of every routed recipe's head (schema: its keys)."""
+
+    nodes: tuple[Node, ...]
+    port: int
+    recipes: tuple[str, ...] | None  # None: every recipe of the project
+    image: str
+    max_body: str
+    api_key_env: str
+    health_interval: str
+    timeout: str
+
+
 class NodeChoiceError(LookupError):
     """The cluster cannot give a recipe its nodes; `key` is the recipe key to point at."""
 
@@ -231,6 +245,7 @@ class Cluster:
     group_port: int = 29680  # the ranks' group watches meet on the head's fabric address here
     gpu_memory: int = 128419522150  # bytes one GPU gives the engine (GB10: 119.6 GiB); the `fit` rules' budget
     container: ContainerOptions = ContainerOptions()
+    router: Router | None = None
 
     def node_env(self, node: Node) -> dict[str, str]:
         """The environment the cluster file gives `node`: its [env], then the node's own over it."""

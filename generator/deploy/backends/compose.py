@@ -11,11 +11,11 @@ from generator.deploy.findings import Finding, Severity
 from generator.deploy.group import GroupRecord, read_group
 from generator.deploy.names import container_name
 from generator.deploy.requirements import check_compose
-from generator.deploy.targets import CompiledDeployment, Deployment, Target, each
+from generator.deploy.targets import CompiledDeployment, Deployment, OnNode, Target, each
 from generator.plan.types import duration_seconds
 
 
-def rank_state(target: Target, name: str, info: JSONObject | None) -> RankState:
+def rank_state(target: OnNode, name: str, info: JSONObject | None) -> RankState:
     """A rank's row from its container's `docker inspect` (None: no such container)."""
     ctx = target.node.context
     if info is None:

@@ -1,0 +1,90 @@
+"""The router's plan: which served name goes to which head, and how the HAProxy in front of them is set up.
+
+One object, read by the renderer (haproxy.cfg, the router's compose files and stack) and by the deployer (through
+what it wrote). Built from the recipes the cluster's `[router]` serves, after check/router.py found no conflict.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from generator.engines.ranks import flag_value, serve_port, served_names
+from generator.plan.types import LABEL_PREFIX
+from generator.read.units import duration_ns, size_bytes
+from generator.resolve.model import Cluster, Node, Recipe
+
+ROUTER_DIR = "_router"  # out/_router/: no recipe id starts with `_` (RECIPE_ID), so it cannot clash with one
+ROUTER_PROJECT = "recipegen-router"  # the Compose project and Swarm stack name
+ROUTER_SERVICE = "router"
+ROUTER_LABEL = f"{LABEL_PREFIX}.router"  # not the recipes' label: a router never holds a node against a recipe
+CONFIG_PATH = "/usr/local/etc/haproxy/haproxy.cfg"  # where the official haproxy image reads its config
+STATS_PATH = "/router/stats"  # HAProxy's own stats page (`;csv` for `recipegen ps`)
+# Room beside the body in HAProxy's buffer: the request line and headers, and HAProxy's rewrite reserve.
+HEADER_ROOM = 64 * 1024
+MAXREWRITE = 16 * 1024
+
+
+@dataclass(frozen=True)
+class Route:
+    """One recipe behind the router: the names its engine answers to and where its head serves."""
+
+    recipe_id: str
+    names: tuple[str, ...]
+    head: str  # node name
+    address: str  # the head node's fabric address
+    port: int
+    tls: bool  # the engine serves https (`--ssl-certfile`)
+
+    @property
+    def backend(self) -> str:
+        return f"recipe_{self.recipe_id}"  # recipe ids are [a-z0-9_-]: a valid HAProxy name as they are
+
+
+@dataclass(frozen=True)
+class RouterPlan:
+    cluster_name: str
+    cluster_source: str  # the cluster file as named in headers
+    nodes: tuple[Node, ...]
+    port: int
+    image: str
+    max_body: int  # bytes
+    api_key_env: str
+    health_interval_ms: int
+    timeout_ms: int
+    routes: tuple[Route, ...]
+
+    @property
+    def bufsize(self) -> int:
+        """tune.bufsize: the largest body, plus headers and HAProxy's rewrite reserve."""
+        return self.max_body + HEADER_ROOM
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(name for route in self.routes for name in route.names)
+
+    @property
+    def models_json(self) -> str:
+        """The static, merged /v1/models: every served name, in the routes' order (OpenAI's list shape)."""
+        data = [{"id": name, "object": "model", "created": 0, "owned_by": route.recipe_id}
+                for route in self.routes for name in route.names]
+        return json.dumps({"object": "list", "data": data}, separators=(",", ":"), ensure_ascii=False)
+
+
+def _ms(text: str) -> int:
+    return max(1, (duration_ns(text) or 0) // 10**6)
+
+
+def plan_router(recipes: list[Recipe], cluster: Cluster, cluster_source: str) -> RouterPlan:
+    """The router over `recipes` (routed, checked, in order). Requires cluster.router."""
+    router = cluster.router
+    assert router is not None
+    routes = []
+    for recipe in recipes:
+        head = cluster.nodes_for(recipe)[0]
+        names = tuple(dict.fromkeys(name for name, _ in served_names(recipe)))
+        routes.append(Route(recipe.id, names, head.name, head.address, serve_port(recipe),
+                            flag_value(recipe, "--ssl-certfile") is not None))
+    return RouterPlan(cluster.name, cluster_source, router.nodes, router.port, router.image,
+                      size_bytes(router.max_body) or 0, router.api_key_env, _ms(router.health_interval),
+                      _ms(router.timeout), tuple(routes))
