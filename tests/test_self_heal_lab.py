@@ -29,7 +29,7 @@ def state(lab: Lab, node, recipe: str) -> dict:
 def test_a_rank_that_fails_every_boot_stops_at_its_bound_and_ps_names_it(project, clean_lab: Lab):
     lab = clean_lab
     recipe = vllm_recipe(2, env={"LAB_FAIL_JOIN": "injected by the test"}) \
-        .replace("[env]", 'restart_limit = 2\nrestart_window = "10m"\n\n[env]', 1)
+        .replace('distributed_backend = "mp"\n', 'distributed_backend = "mp"\nrestart_limit = 2\nrestart_window = "10m"\n', 1)
     root = project({"crashloop": recipe}, nodes=2)
     up = run(lab, root, "up", "crashloop", "--keep", "--timeout", "60")
     assert up.returncode == 1  # up fails at the first end, and --keep leaves the group to its own restarts
