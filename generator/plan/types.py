@@ -9,8 +9,6 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from generator.engines import groupwatch
-
 from generator.read.units import duration_ns, size_bytes
 from generator.resolve.model import COMPILER, Arg, Cluster, ContainerOptions, Node, Origin, Recipe, Ulimits
 from generator.resolve.model import LAUNCHER_PATH as LAUNCHER_PATH, MODS_DIR as MODS_DIR  # the plan's vocabulary too
@@ -124,7 +122,8 @@ class GroupWatch:
 def _watch_source() -> str:
     """engines/groupwatch.py as the compiler ships it (`python3 -c`): its docstring, which explains the design to a
     reader of recipegen, replaced by one line saying where to read it."""
-    text = Path(groupwatch.__file__).read_text("utf-8")
+    # Read, not imported: the compiler has no use for its sockets and threads (nor their import time).
+    text = (Path(__file__).resolve().parent.parent / "engines" / "groupwatch.py").read_text("utf-8")
     start = text.index('"""')
     end = text.index('"""', start + 3) + 3
     return ("# recipegen's group watch (generator/engines/groupwatch.py; docs/self-healing.md): PID 1 of this rank.\n"
