@@ -12,7 +12,7 @@ Each beside the fresh `up`'s time, as a ratio. Prints figures; asserts nothing.
 
 Needs root, the lab's packages and the real-vLLM wheels (.ci/run fetches them):
 
-    sudo python3 benchmarks/real_engine_lab.py [--recipes tiny-llama-tp2,tiny-llama-pp2] [--no-heal]
+    sudo python3 benchmarks/real_engine_lab.py [--recipes tiny-llama-tp2,tiny-llama-pp2] [--no-heal] [--overhead]
 """
 
 from __future__ import annotations
@@ -72,6 +72,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--recipes", default="tiny-llama-tp2,tiny-llama-pp2")
     parser.add_argument("--no-heal", action="store_true", help="only fresh boots")
+    parser.add_argument("--overhead", action="store_true",
+                        help="also run benchmarks/bench_overhead.py against the TP=2 head (llama-benchy alone vs "
+                             "through recipegen bench)")
     args = parser.parse_args()
     reason = unavailable_reason() or vllmimage.unavailable_reason()
     if reason:
@@ -94,9 +97,22 @@ def main() -> None:
             print(f"\n{recipe}: fresh up {fresh:.1f}s; {line.split('first request: ', 1)[1]}")
             for row in memory(lab, recipe):
                 print(f"  memory {row}")
+            if recipe == "tiny-llama-tp2" and args.overhead:
+                overhead(lab)
             if recipe == "tiny-llama-tp2" and not args.no_heal:
                 heal(lab, recipe, fresh)
             recipegen(lab, root, "down", recipe)
+
+
+def overhead(lab: Lab) -> None:
+    """bench's own cost against the real engine: benchmarks/bench_overhead.py, its figures as it prints them."""
+    hub = lab.nodes[0].hf_cache / "hub" / "models--recipegen-lab--tiny-llama" / "snapshots"
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_overhead.py"),
+                           "--url", f"http://{lab.nodes[0].address}:8000", "--model", tinymodel.REPO,
+                           "--served-model-name", "tiny", "--tokenizer", str(next(hub.iterdir())),
+                           "--skip-coherence", "-n", "3"], env=lab.env, capture_output=True, text=True, timeout=1800)
+    print("  bench overhead (benchmarks/bench_overhead.py):")
+    print("\n".join("    " + line for line in (done.stdout + done.stderr).splitlines()))
 
 
 def heal(lab: Lab, recipe: str, fresh: float) -> None:
