@@ -137,19 +137,54 @@ def test_eugr_renders_with_str_format_and_runs_without_ray_by_default(project):
     assert data["model"] == "org/model" and data["entrypoint"] == ["vllm", "serve"]
     assert "'{\"cudagraph_mode\": \"FULL\"}'" in data["args"][0]  # {{ }} are literal braces to str.format
     assert "--distributed-executor-backend" not in data["args"][0] and "ray_args" not in data
-    # launch-cluster.sh's get_env_flags gives every container of a multi-node run its Ray variables, Ray or not
-    assert data["env"] == {"VLLM_X": "1", "NCCL_IGNORE_CPU_AFFINITY": "1", "RAY_memory_monitor_refresh_ms": "0",
+    # mainline launch-cluster.sh (@013cd2ea): DOCKER_ARGS' two variables, and get_env_flags' Ray variables
+    assert data["env"] == {"VLLM_X": "1", "NCCL_IGNORE_CPU_AFFINITY": "1",
+                           "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True", "RAY_memory_monitor_refresh_ms": "0",
                            "RAY_num_prestart_python_workers": "0", "RAY_object_store_memory": "1073741824"}
-    assert {"host": "~/.cache/vllm", "container": "/root/.cache/vllm"} in data["extra_mounts"]
+    # its four cache folders, at root's
+    assert data["extra_mounts"] == [{"host": f"~/{p}", "container": f"/root/{p}"}
+                                    for p in (".cache/vllm", ".cache/flashinfer", ".triton", ".tilelang")]
+    assert "eugr/spark-vllm-docker @013cd2ea" in result.stdout.splitlines()[1]  # the header names the commit
     assert "warning[not-carried]: build_args:" in result.stderr and "e.yaml:4:" in result.stderr
 
 
 
-def test_eugr_solo_run_gets_no_cluster_ray_variables(project):
+def test_eugr_solo_run_gets_the_launchers_variables_too(project):
     f = write(project / "peer" / "e.yaml", EUGR.replace("tensor_parallel: 2", "tensor_parallel: 1"))
     data = tomllib.loads(run("import", "--dry-run", str(f)).stdout)
     assert data["required_nodes"] == 1 and "distributed_backend" not in data
-    assert data["env"] == {"VLLM_X": "1", "NCCL_IGNORE_CPU_AFFINITY": "1"}  # eugr's newest solo branch sets none
+    # @013cd2ea's get_env_flags has no solo branch: a solo container gets the same variables
+    assert data["env"] == {"VLLM_X": "1", "NCCL_IGNORE_CPU_AFFINITY": "1",
+                           "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True", "RAY_memory_monitor_refresh_ms": "0",
+                           "RAY_num_prestart_python_workers": "0", "RAY_object_store_memory": "1073741824"}
+
+
+def test_eugr_solo_recipe_runs_tensor_parallel_1_as_run_recipe_does(project):
+    """run-recipe.py's solo rule: overrides tensor_parallel=1 unless --tp is given, so a solo_only recipe whose
+    defaults say 2 runs -tp 1 on its one node, and the import validates and builds."""
+    f = write(project / "peer" / "e.yaml", EUGR.replace("defaults:\n", "solo_only: true\ndefaults:\n"))
+    result = run("import", str(f))
+    assert result.exit_code == 0, result.output
+    data = tomllib.loads((project / "recipes" / "e" / "recipe.toml").read_text("utf-8"))
+    assert data["required_nodes"] == 1 and data["tensor_parallel_size"] == 1
+    assert run("validate", str(project / "recipes" / "e" / "recipe.toml")).exit_code == 0
+    assert run("build", "e").exit_code == 0
+
+
+def test_eugr_solo_recipe_with_a_fixed_tp_is_refused_naming_the_rule(project):
+    f = write(project / "peer" / "e.yaml",
+              EUGR.replace("defaults:\n", "solo_only: true\ndefaults:\n").replace("{tensor_parallel}", "2"))
+    result = run("import", str(f))
+    assert result.exit_code == 1 and len(result.stderr.splitlines()) == 1
+    assert "solo" in result.stderr and "parallel 2" in result.stderr
+    assert not (project / "recipes" / "e").exists()
+
+
+def test_eugr_cluster_keeps_the_nodes_the_command_asks_for(project):
+    """launch-cluster.sh trims the nodes to tp x pp x dp read from the command, whatever the defaults say."""
+    f = write(project / "peer" / "e.yaml", EUGR.replace("-tp {tensor_parallel}", "-tp {tensor_parallel} -pp 2"))
+    data = tomllib.loads(run("import", "--dry-run", str(f)).stdout)
+    assert data["required_nodes"] == 4 and data["pipeline_parallel_size"] == 2
 
 def test_eugr_ray_flag_keeps_ray(project):
     f = write(project / "peer" / "e.yaml", EUGR)
