@@ -263,6 +263,35 @@ def test_mods_are_found_in_the_registry_the_file_belongs_to(project):
     assert (project / "recipes" / "r" / "mods" / "fix-a" / "run.sh").read_text().endswith("experimental\n")
 
 
+def test_mods_are_found_in_sparkruns_checkout_of_eugr_and_in_mods_dirs(project, monkeypatch):
+    """sparkrun's last resort is its registry named eugr (eugr/spark-vllm-docker's mods/), cloned under
+    ~/.cache/sparkrun/registries/eugr: looked for there when present, and in every --mods-dir given before it."""
+    home = project / "home"
+    monkeypatch.setenv("HOME", str(home))
+    text = "model: a/b\ncontainer: i\nmods: [mods/fix-a]\ncommand: vllm serve {model}\n"
+    f = write(project / "peer" / "m.yaml", text)
+    result = run("import", "--dry-run", str(f))  # nowhere yet: one line naming every place looked at
+    assert result.exit_code == 1 and len(result.stderr.splitlines()) == 1, result.output
+    for place in (project / "peer" / "fix-a", project / "peer" / "mods" / "fix-a", "mods/fix-a in every parent",
+                  home / ".cache" / "sparkrun" / "registries" / "eugr" / "mods" / "fix-a", "--mods-dir"):
+        assert str(place) in result.stderr, place
+    write(home / ".cache" / "sparkrun" / "registries" / "eugr" / "mods" / "fix-a" / "run.sh", "#!/bin/sh\necho c\n")
+    assert run("import", str(f)).exit_code == 0
+    assert (project / "recipes" / "m" / "mods" / "fix-a" / "run.sh").read_text().endswith("echo c\n")
+    write(project / "eugr" / "mods" / "fix-a" / "run.sh", "#!/bin/sh\necho checkout\n")
+    write(project / "flat" / "fix-a" / "run.sh", "#!/bin/sh\necho flat\n")
+    assert run("import", "--force", "--mods-dir", str(project / "eugr"), str(f)).exit_code == 0
+    assert (project / "recipes" / "m" / "mods" / "fix-a" / "run.sh").read_text().endswith("echo checkout\n")
+    assert run("import", "--force", "--mods-dir", str(project / "nothing-here"), str(f)).exit_code == 2
+    (project / "nothing-here").mkdir()
+    result = run("import", "--force", "--mods-dir", str(project / "nothing-here"), "--mods-dir",
+                 str(project / "flat"), str(f))  # repeatable, in order
+    assert result.exit_code == 0, result.output
+    assert (project / "recipes" / "m" / "mods" / "fix-a" / "run.sh").read_text().endswith("echo flat\n")
+    scoped = write(project / "peer" / "s.yaml", text.replace("mods/fix-a", "'@eugr/fix-a'"))
+    assert run("import", "--mods-dir", str(project / "flat"), str(scoped)).exit_code == 0
+
+
 def test_id_from_the_stem_and_usage_errors(project):
     f = write(project / "peer" / "Qwen3.5-122B_fp8.yaml", EUGR)
     assert run("import", str(f)).exit_code == 0

@@ -121,7 +121,7 @@ class EugrImporter:
         fields.append(Field("entrypoint", list(cmd.entrypoint), src))
         fields.append(Field("extra_mounts", [{"host": h, "container": c} for h, c in _CACHES],
                             "launch-cluster.sh mounts its cache folders (--no-cache-dirs leaves them out)"))
-        mods = find_mods(doc, data.get("mods"))
+        mods = find_mods(doc, data.get("mods"), options.mods_dirs)
         if mods:
             fields.append(Field("mods", [f"mods/{m.name}" for m in mods], f"{doc.name}: mods"))
         if ray:

@@ -110,7 +110,7 @@ class SparkrunImporter:
             if key != "shm_size" and executor.get(key) is not None:
                 fields.append(Field(ours, str(executor[key]), src.of("executor_config", key)))
         fields.append(Field("entrypoint", list(cmd.entrypoint), src.cmd))
-        mods = find_mods(doc, data.get("mods"))
+        mods = find_mods(doc, data.get("mods"), options.mods_dirs)
         if mods:
             fields.append(Field("mods", [f"mods/{m.name}" for m in mods], src.of("mods")))
         setup, not_carried = _pre_exec(doc, chain)
