@@ -337,7 +337,8 @@ def test_eugr_env_becomes_the_cluster_file(project):
         ("spark1", "192.168.100.10", "spark1", "192.168.100.10"),
         ("spark2", "192.168.100.11", "spark2", "192.168.100.11")]
     assert "ssh://root@192.168.100.10" in text  # the proposed context, with the schema's default user
-    assert data["master_port"] == 29600 and data["pass_env"] == ["HF_TOKEN"]
+    # launch-cluster.sh's one MASTER_PORT: torch's rendezvous without Ray, the Ray head's port with it
+    assert data["master_port"] == data["ray_port"] == 29600 and data["pass_env"] == ["HF_TOKEN"]
     assert data["env"]["NCCL_SOCKET_IFNAME"] == data["env"]["GLOO_SOCKET_IFNAME"] == "enp1s0f0np0"
     assert data["env"]["NCCL_IB_HCA"] == "rocep1s0f0,roceP2p1s0f0" and data["env"]["NCCL_DEBUG"] == "INFO"
     assert "COPY_HOSTS" in result.stderr and ".env:9:" in result.stderr
