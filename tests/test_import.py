@@ -235,6 +235,25 @@ def test_never_overwrites_without_force_and_a_failing_file_stops_all(project):
     assert run("import", "--force", str(good)).exit_code == 0 and mine.read_text().startswith("#:schema")
 
 
+def test_sparkrun_model_revision_is_carried_as_the_engines_revision(project):
+    """sparkrun downloads and distributes the model at `model_revision`: the recipe pins it with `--revision`, so
+    the engine loads that revision and `recipegen models` copies it; the command's own --revision wins."""
+    f = write(project / "peer" / "r.yaml", "recipe_version: '2'\nmodel: a/b\ncontainer: vllm/vllm-openai:v0.34.0\n"
+              "model_revision: 0123abcd\ncommand: vllm serve {model} --max-model-len 4096\n")
+    result = run("import", str(f))
+    assert result.exit_code == 0 and "model_revision" not in result.stderr, result.output
+    recipe = project / "recipes" / "r" / "recipe.toml"
+    assert tomllib.loads(recipe.read_text())["args"] == [" --max-model-len 4096", "--revision 0123abcd"]
+    assert run("validate", "--strict", str(recipe)).exit_code == 0
+    from generator.resolve.load import load_recipe
+    from generator.transfer.models import revision
+    assert revision(load_recipe(recipe)) == "0123abcd"  # what `recipegen models` copies
+    own = write(project / "peer" / "o.yaml", f.read_text().replace("4096", "4096 --revision v2"))
+    result = run("import", "--dry-run", str(own))
+    assert tomllib.loads(result.stdout)["args"] == [" --max-model-len 4096 --revision v2"]
+    assert "warning[not-carried]: model_revision: the command's own --revision wins" in result.stderr
+
+
 def test_mods_are_found_where_the_peer_finds_them_and_copied(project):
     write(project / "registry" / "mods" / "fix-a" / "run.sh", "#!/bin/sh\necho a\n")
     f = write(project / "registry" / "recipes" / "deep" / "m.yaml",

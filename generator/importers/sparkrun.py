@@ -13,6 +13,7 @@ executor defaults of orchestration/executor.py.
 from __future__ import annotations
 
 import re
+import shlex
 from typing import Any
 
 from generator.importers.bench import bench_table
@@ -119,8 +120,15 @@ class SparkrunImporter:
         if runtime == "vllm-ray" and nodes > 1:
             fields.append(Field("ray_args", ["--disable-usage-stats"],
                                 "sparkrun's `ray start --head ... --disable-usage-stats` (orchestration/executor.py)"))
-        if cmd.args.strip():
-            fields.append(Field("args", [cmd.args], f"{src.cmd}, rendered over defaults"))
+        args, said = ([cmd.args] if cmd.args.strip() else []), f"{src.cmd}, rendered over defaults"
+        revision = data.get("model_revision")
+        if revision is not None and not _has_flag(rendered, "--revision"):
+            # sparkrun downloads and distributes the model at this revision (orchestration/distribution.py): here
+            # the engine loads it and `recipegen models` copies it, both from `--revision`
+            args.append(f"--revision {shlex.quote(str(revision))}")
+            said += f"; {src.of('model_revision')} as --revision (the revision sparkrun downloads)"
+        if args:
+            fields.append(Field("args", args, said))
         env = [EnvVar(str(k), str(v), src.of("env", str(k))) for k, v in env_in.items()]
         env += [EnvVar(k, v, f"{src.cmd}: sparkrun sets it before `{' '.join(cmd.entrypoint)}` runs")
                 for k, v in cmd.env]
@@ -143,6 +151,10 @@ class SparkrunImporter:
         return ImportedRecipe(doc.path, self.peer, tuple(fields), tuple(env), mods, tuple(not_carried + bench_notes),
                               notes=(f"as sparkrun runs it: the {runtime} runtime on {nodes} node(s)",),
                               bench=tuple(bench))
+
+
+def _has_flag(command: str, flag: str) -> bool:
+    return re.search(rf"(^|\s){re.escape(flag)}(=|\s|$)", command) is not None
 
 
 def _names(doc: YamlFile) -> list[Field]:
@@ -267,10 +279,10 @@ def _pre_exec(doc: YamlFile, chain: dict[str, Any]) -> tuple[list[str], list[Not
 def _unknown(doc: YamlFile, executor: dict[str, Any], unresolved: list[str],
              wiring: tuple[str, ...]) -> list[NotCarried]:
     named = [NotCarried(k, doc.line(k), why) for k, why in _NOT_CARRIED.items() if k in doc.data]
-    if doc.data.get("model_revision") is not None:
+    if doc.data.get("model_revision") is not None and _has_flag(str(doc.data.get("command")), "--revision"):
         named.append(NotCarried("model_revision", doc.line("model_revision"),
-                                "recipegen has no revision key: `recipegen models` copies the revision `--revision` "
-                                "in args names; add `--revision` to args if the engine should load it"))
+                                "the command's own --revision wins (the engine loads that one, and `recipegen models` "
+                                "copies it)"))
     plugin = "runtime_config for sparkrun's runtime plugin: no recipegen home"
     named += [NotCarried(k, doc.line(k), plugin) for k in doc.data if k not in _IGNORED and k not in _NOT_CARRIED]
     named += [NotCarried(f"runtime_config.{k}", doc.line("runtime_config", str(k)), plugin)
