@@ -254,6 +254,23 @@ def test_sparkrun_model_revision_is_carried_as_the_engines_revision(project):
     assert "warning[not-carried]: model_revision: the command's own --revision wins" in result.stderr
 
 
+def test_an_atlas_recipe_is_refused_naming_its_runtime_and_why(project):
+    """Atlas recipes have no command: sparkrun's atlas runtime builds `atlas serve` itself, and Atlas is no vLLM."""
+    f = write(project / "peer" / "a.yaml", "recipe_version: '2'\nruntime: atlas\nmodel: a/b\ncontainer: "
+              "avarok/atlas-gb10:latest\ndefaults:\n  tensor_parallel: 2\n")
+    result = run("import", str(f))
+    assert result.exit_code == 1 and len(result.stderr.splitlines()) == 1, result.output
+    assert "a.yaml:2:" in result.stderr and "runtime atlas" in result.stderr and "Atlas" in result.stderr
+    assert "not vLLM" in result.stderr and "command: required" not in result.stderr
+
+
+def test_sparkruns_eugr_vllm_runtime_is_vllm_with_ray(project):
+    f = write(project / "peer" / "e.yaml", "recipe_version: '2'\nruntime: eugr-vllm\nmodel: a/b\ncontainer: i\n"
+              "defaults:\n  tensor_parallel: 2\ncommand: vllm serve {model} -tp {tensor_parallel}\n")
+    data = tomllib.loads(run("import", "--dry-run", str(f)).stdout)
+    assert data["engine"] == "vllm" and data["distributed_backend"] == "ray" and data["required_nodes"] == 2
+
+
 def test_mods_are_found_where_the_peer_finds_them_and_copied(project):
     write(project / "registry" / "mods" / "fix-a" / "run.sh", "#!/bin/sh\necho a\n")
     f = write(project / "registry" / "recipes" / "deep" / "m.yaml",

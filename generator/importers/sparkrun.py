@@ -69,6 +69,7 @@ class SparkrunImporter:
 
     def convert(self, doc: YamlFile, options: ImportOptions) -> ImportedRecipe:
         data, src = doc.data, _Sources(doc)
+        _refuse_foreign_runtime(doc)
         for key in ("container", "model", "command"):
             if not isinstance(data.get(key), str) or not data[key].strip():
                 raise doc.error(key, "required: a non-empty string" + (
@@ -196,8 +197,29 @@ def _mapping(doc: YamlFile, key: str) -> dict[str, Any]:
     return value
 
 
+# sparkrun's runtimes whose engine is neither vLLM nor SGLang (its pyproject's sparkrun.runtimes entry points)
+_FOREIGN = {
+    "atlas": "sparkrun's atlas runtime runs Atlas (Avarok-Cybersecurity/atlas, a pure-Rust inference server, not vLLM "
+             "underneath): the runtime builds its own `atlas serve --rank/--world-size ...` command from the recipe's "
+             "keys (runtimes/atlas.py), which is why the file has no command",
+    "llama-cpp": "sparkrun's llama-cpp runtime runs llama.cpp's llama-server, not vLLM or SGLang",
+    "trtllm": "sparkrun's trtllm runtime runs TensorRT-LLM's trtllm-serve, not vLLM or SGLang",
+}
+
+
+def _refuse_foreign_runtime(doc: YamlFile) -> None:
+    """A runtime whose engine recipegen does not compile: refused first, naming the runtime and why (a missing
+    `command:` is the runtime's design, not the file's fault)."""
+    runtime = str(doc.data.get("runtime") or "")
+    if runtime in _FOREIGN:
+        raise doc.error("runtime", f"runtime {runtime}: {_FOREIGN[runtime]}; recipegen compiles vLLM and SGLang "
+                                   f"only, so it has nothing to run this recipe with")
+
+
 def _runtime(doc: YamlFile, defaults: dict[str, Any]) -> str:
     runtime = str(doc.data.get("runtime") or "")
+    if runtime == "eugr-vllm":  # runtimes/eugr_vllm_ray.py: vllm-ray with eugr's builder and mods (deprecated)
+        runtime = "vllm-ray"
     command = doc.data["command"].strip()
     if not runtime:
         if _CMD_VLLM.match(command):
