@@ -40,6 +40,12 @@ def run(*args: str):
     return result
 
 
+def peer_home(monkeypatch, case: Path, copied: Path) -> None:
+    """HOME as the case says (its home/ holds sparkrun's checkout of eugr's registry), else an empty one."""
+    original = json.loads((case / "peer.json").read_text())["original"]
+    monkeypatch.setenv("HOME", str(copied / original["home"]) if "home" in original else str(copied / ".no-home"))
+
+
 def tree(root: Path) -> dict[str, bytes]:
     return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
 
@@ -51,8 +57,9 @@ def write(path: Path, text: str) -> Path:
 
 
 @pytest.mark.parametrize("folder,original", ORIGINALS, ids=[c.name for c, _ in ORIGINALS])
-def test_imported_recipe_validates_and_a_second_import_gives_the_same_bytes(project, folder, original):
+def test_imported_recipe_validates_and_a_second_import_gives_the_same_bytes(project, monkeypatch, folder, original):
     shutil.copytree(folder, project / "peer")
+    peer_home(monkeypatch, folder, project / "peer")
     result = run("import", "--id", "x", str(project / "peer" / original))
     assert result.exit_code == 0, result.output
     recipe = project / "recipes" / "x" / "recipe.toml"
@@ -530,9 +537,11 @@ EUGR_FULL = EUGR.replace("defaults:\n", "description: d\nmodel: org/model\nsolo_
 
 @pytest.mark.parametrize("path", [folder / original for folder, original in ORIGINALS] + ["eugr"],
                          ids=[c.name for c, _ in ORIGINALS] + ["eugr"])
-def test_every_key_of_the_file_is_carried_or_named(project, path):
+def test_every_key_of_the_file_is_carried_or_named(project, monkeypatch, path):
     import yaml
 
+    if path != "eugr":
+        peer_home(monkeypatch, path.parent, path.parent)
     if path == "eugr":
         path = write(project / "peer" / "e.yaml", EUGR_FULL)
     result = run("import", "--dry-run", str(path))
