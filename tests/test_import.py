@@ -190,8 +190,26 @@ def test_eugr_solo_recipe_with_a_fixed_tp_is_refused_naming_the_rule(project):
 def test_eugr_cluster_keeps_the_nodes_the_command_asks_for(project):
     """launch-cluster.sh trims the nodes to tp x pp x dp read from the command, whatever the defaults say."""
     f = write(project / "peer" / "e.yaml", EUGR.replace("-tp {tensor_parallel}", "-tp {tensor_parallel} -pp 2"))
+    result = run("import", "--dry-run", str(f))  # the project's cluster has 2 nodes: refused, as build would
+    assert result.exit_code == 1 and len(result.stderr.splitlines()) == 1, result.output
+    assert "error[too-many-nodes]" in result.stderr and "e.yaml:" in result.stderr
+    (project / "cluster.toml").unlink()  # no cluster yet: nothing to judge the node count by
     data = tomllib.loads(run("import", "--dry-run", str(f)).stdout)
     assert data["required_nodes"] == 4 and data["pipeline_parallel_size"] == 2
+
+
+def test_an_import_that_validate_or_build_would_refuse_is_refused_at_its_peer_key(project):
+    """A mod too large for the compose files (eugr's large mods, the diffusion-gemma ones): the import stops with
+    the rule validate and build would report, at the file's `mods`, and writes nothing."""
+    big = "".join(f"echo {i:06d} {'x' * 90}\n" for i in range(2000))  # ~200 KiB of text, under the 1 MiB a mod may hold
+    write(project / "peer" / "mods" / "huge" / "run.sh", "#!/bin/sh\n" + big)
+    f = write(project / "peer" / "h.yaml", EUGR.replace("tensor_parallel: 2", "tensor_parallel: 1")
+              .replace("defaults:\n", "mods:\n  - mods/huge\ndefaults:\n"))
+    result = run("import", str(f))
+    assert result.exit_code == 1 and len(result.stderr.splitlines()) == 1, result.output
+    assert "h.yaml:5:1: error: mods: " in result.stderr and "error[stack-argument]" in result.stderr
+    assert not (project / "recipes" / "h").exists()
+    assert not [p for p in project.iterdir() if p.name.startswith(".recipegen")]  # no scratch folder left
 
 def test_eugr_ray_flag_keeps_ray(project):
     f = write(project / "peer" / "e.yaml", EUGR)

@@ -126,7 +126,7 @@ def write_recipes(recipes: list[tuple[Path, str, ImportedRecipe]], before_swap: 
     recipes_dir.mkdir(parents=True, exist_ok=True)
     stage = Path(tempfile.mkdtemp(prefix=".recipegen-import-", dir=recipes_dir.parent))
     try:
-        staged = [(_stage(stage / str(n), text, imported), folder)
+        staged = [(write_staged(stage / str(n), text, imported), folder)
                   for n, (folder, text, imported) in enumerate(recipes)]
         before_swap()
         for n, (new, folder) in enumerate(staged):
@@ -137,7 +137,8 @@ def write_recipes(recipes: list[tuple[Path, str, ImportedRecipe]], before_swap: 
         shutil.rmtree(stage, ignore_errors=True)
 
 
-def _stage(new: Path, text: str, imported: ImportedRecipe) -> Path:
+def write_staged(new: Path, text: str, imported: ImportedRecipe) -> Path:
+    """recipe.toml and the mods' copies in the new folder `new` (a staging or a scratch folder)."""
     new.mkdir()
     (new / "recipe.toml").write_text(text, "utf-8")
     for mod in imported.mods:
