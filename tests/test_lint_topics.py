@@ -133,8 +133,8 @@ def test_ray_port_and_master_port_may_share_a_number(tmp_path):
     """A recipe's ranks bind the Ray head's port or the rendezvous port, never both (eugr's launcher gives its one
     MASTER_PORT, 29501, to either): a cluster with ray_port = master_port validates and builds Ray and mp recipes."""
     cluster = _cluster(tmp_path, "ray_port = 29501\n")
-    result = run("validate", str(cluster), "--strict")
-    assert result.exit_code == 0, result.stderr
+    result = run("validate", str(cluster))
+    assert result.exit_code == 0 and "port-collision" not in result.stderr, result.stderr
     for backend in ("ray", "mp"):
         path = _recipe(tmp_path, 'engine = "vllm"\ndocker_image = "vllm/vllm-openai:v0.34.0"\nmodel = "Qwen/Qwen3-32B"\n'
                                  f'required_nodes = 2\ntensor_parallel_size = 2\ndistributed_backend = "{backend}"\n',

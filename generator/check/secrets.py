@@ -7,7 +7,6 @@ from __future__ import annotations
 import re
 
 from generator.check.registry import ERROR, Findings, rule
-from generator.engines.flags import numeric
 from generator.resolve.model import Cluster, Recipe
 
 
@@ -43,8 +42,12 @@ def secret_name(name: str) -> bool:
 def secret_flag(engine: str, flag: str) -> bool:
     """An engine flag named like a secret whose value can be one: not a flag the engine's own flag data parses as a
     number or a switch (`--long-prefill-token-threshold 4096`, `--speculative-num-draft-tokens`)."""
+    if not secret_name(flag.lstrip("-")):
+        return False
+    from generator.engines.flags import numeric  # the flag data loads only when a flag is named like a secret
+
     spelled = "--" + flag.lstrip("-").replace("_", "-")  # vLLM takes --long_prefill_token_threshold too
-    return secret_name(flag.lstrip("-")) and not (numeric(engine, flag) or numeric(engine, spelled))
+    return not (numeric(engine, flag) or numeric(engine, spelled))
 
 
 def secret_env(name: str, value: str) -> bool:
