@@ -360,3 +360,22 @@ def test_refused_originals_name_their_reason_in_one_line(file, tmp_path):
     assert (d.line, d.key) == (want["line"], want["key"]) and d.file.endswith(file)
     assert "\n" not in str(d) and all(words in d.message for words in want["expect"]), d.message
     assert not (tmp_path / "recipes").exists()
+
+
+# --- real peer files that must import into what validate and build accept -------------------------------------------
+
+IMPORTS = json.loads((PEERS / "imported" / "imported.json").read_text("utf-8"))["files"]
+
+
+@pytest.mark.parametrize("file", sorted(IMPORTS))
+def test_published_files_import_into_recipes_validate_and_build_accept(file, tmp_path):
+    want = IMPORTS[file]
+    with home(tmp_path / "home"):  # the import itself runs validate's and build's rules against the cluster
+        result = import_recipe(PEERS / "imported" / file, tmp_path / "recipes", None, ImportOptions(),
+                               cluster_file=CLUSTER)
+    recipe = load_recipe(result.folder / "recipe.toml")
+    plan = plan_recipe(recipe, load_cluster(CLUSTER), tmp_path, tmp_path / "out")
+    words = steps(plan.nodes[0]).engine
+    at = words.index(want["words"][0])
+    assert words[at:at + len(want["words"])] == want["words"] and words.count(want["words"][0]) == 1
+    assert [n.key for n in result.imported.not_carried if n.key in want["named"]] == want["named"]
