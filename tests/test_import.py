@@ -40,6 +40,12 @@ def run(*args: str):
     return result
 
 
+def peer_home(monkeypatch, case: Path, copied: Path) -> None:
+    """HOME as the case says (its home/ holds sparkrun's checkout of eugr's registry), else an empty one."""
+    original = json.loads((case / "peer.json").read_text())["original"]
+    monkeypatch.setenv("HOME", str(copied / original["home"]) if "home" in original else str(copied / ".no-home"))
+
+
 def tree(root: Path) -> dict[str, bytes]:
     return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
 
@@ -51,8 +57,9 @@ def write(path: Path, text: str) -> Path:
 
 
 @pytest.mark.parametrize("folder,original", ORIGINALS, ids=[c.name for c, _ in ORIGINALS])
-def test_imported_recipe_validates_and_a_second_import_gives_the_same_bytes(project, folder, original):
+def test_imported_recipe_validates_and_a_second_import_gives_the_same_bytes(project, monkeypatch, folder, original):
     shutil.copytree(folder, project / "peer")
+    peer_home(monkeypatch, folder, project / "peer")
     result = run("import", "--id", "x", str(project / "peer" / original))
     assert result.exit_code == 0, result.output
     recipe = project / "recipes" / "x" / "recipe.toml"
@@ -137,19 +144,72 @@ def test_eugr_renders_with_str_format_and_runs_without_ray_by_default(project):
     assert data["model"] == "org/model" and data["entrypoint"] == ["vllm", "serve"]
     assert "'{\"cudagraph_mode\": \"FULL\"}'" in data["args"][0]  # {{ }} are literal braces to str.format
     assert "--distributed-executor-backend" not in data["args"][0] and "ray_args" not in data
-    # launch-cluster.sh's get_env_flags gives every container of a multi-node run its Ray variables, Ray or not
-    assert data["env"] == {"VLLM_X": "1", "NCCL_IGNORE_CPU_AFFINITY": "1", "RAY_memory_monitor_refresh_ms": "0",
+    # mainline launch-cluster.sh (@013cd2ea): DOCKER_ARGS' two variables, and get_env_flags' Ray variables
+    assert data["env"] == {"VLLM_X": "1", "NCCL_IGNORE_CPU_AFFINITY": "1",
+                           "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True", "RAY_memory_monitor_refresh_ms": "0",
                            "RAY_num_prestart_python_workers": "0", "RAY_object_store_memory": "1073741824"}
-    assert {"host": "~/.cache/vllm", "container": "/root/.cache/vllm"} in data["extra_mounts"]
+    # its four cache folders, at root's
+    assert data["extra_mounts"] == [{"host": f"~/{p}", "container": f"/root/{p}"}
+                                    for p in (".cache/vllm", ".cache/flashinfer", ".triton", ".tilelang")]
+    assert "eugr/spark-vllm-docker @013cd2ea" in result.stdout.splitlines()[1]  # the header names the commit
     assert "warning[not-carried]: build_args:" in result.stderr and "e.yaml:4:" in result.stderr
 
 
 
-def test_eugr_solo_run_gets_no_cluster_ray_variables(project):
+def test_eugr_solo_run_gets_the_launchers_variables_too(project):
     f = write(project / "peer" / "e.yaml", EUGR.replace("tensor_parallel: 2", "tensor_parallel: 1"))
     data = tomllib.loads(run("import", "--dry-run", str(f)).stdout)
     assert data["required_nodes"] == 1 and "distributed_backend" not in data
-    assert data["env"] == {"VLLM_X": "1", "NCCL_IGNORE_CPU_AFFINITY": "1"}  # eugr's newest solo branch sets none
+    # @013cd2ea's get_env_flags has no solo branch: a solo container gets the same variables
+    assert data["env"] == {"VLLM_X": "1", "NCCL_IGNORE_CPU_AFFINITY": "1",
+                           "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True", "RAY_memory_monitor_refresh_ms": "0",
+                           "RAY_num_prestart_python_workers": "0", "RAY_object_store_memory": "1073741824"}
+
+
+def test_eugr_solo_recipe_runs_tensor_parallel_1_as_run_recipe_does(project):
+    """run-recipe.py's solo rule: overrides tensor_parallel=1 unless --tp is given, so a solo_only recipe whose
+    defaults say 2 runs -tp 1 on its one node, and the import validates and builds."""
+    f = write(project / "peer" / "e.yaml", EUGR.replace("defaults:\n", "solo_only: true\ndefaults:\n"))
+    result = run("import", str(f))
+    assert result.exit_code == 0, result.output
+    data = tomllib.loads((project / "recipes" / "e" / "recipe.toml").read_text("utf-8"))
+    assert data["required_nodes"] == 1 and data["tensor_parallel_size"] == 1
+    assert run("validate", str(project / "recipes" / "e" / "recipe.toml")).exit_code == 0
+    assert run("build", "e").exit_code == 0
+
+
+def test_eugr_solo_recipe_with_a_fixed_tp_is_refused_naming_the_rule(project):
+    f = write(project / "peer" / "e.yaml",
+              EUGR.replace("defaults:\n", "solo_only: true\ndefaults:\n").replace("{tensor_parallel}", "2"))
+    result = run("import", str(f))
+    assert result.exit_code == 1 and len(result.stderr.splitlines()) == 1
+    assert "solo" in result.stderr and "parallel 2" in result.stderr
+    assert not (project / "recipes" / "e").exists()
+
+
+def test_eugr_cluster_keeps_the_nodes_the_command_asks_for(project):
+    """launch-cluster.sh trims the nodes to tp x pp x dp read from the command, whatever the defaults say."""
+    f = write(project / "peer" / "e.yaml", EUGR.replace("-tp {tensor_parallel}", "-tp {tensor_parallel} -pp 2"))
+    result = run("import", "--dry-run", str(f))  # the project's cluster has 2 nodes: refused, as build would
+    assert result.exit_code == 1 and len(result.stderr.splitlines()) == 1, result.output
+    assert "error[too-many-nodes]" in result.stderr and "e.yaml:" in result.stderr
+    (project / "cluster.toml").unlink()  # no cluster yet: nothing to judge the node count by
+    data = tomllib.loads(run("import", "--dry-run", str(f)).stdout)
+    assert data["required_nodes"] == 4 and data["pipeline_parallel_size"] == 2
+
+
+def test_an_import_that_validate_or_build_would_refuse_is_refused_at_its_peer_key(project):
+    """A mod too large for the compose files (eugr's large mods, the diffusion-gemma ones): the import stops with
+    the rule validate and build would report, at the file's `mods`, and writes nothing."""
+    big = "".join(f"echo {i:06d} {'x' * 90}\n" for i in range(2000))  # ~200 KiB of text, under the 1 MiB a mod may hold
+    write(project / "peer" / "mods" / "huge" / "run.sh", "#!/bin/sh\n" + big)
+    f = write(project / "peer" / "h.yaml", EUGR.replace("tensor_parallel: 2", "tensor_parallel: 1")
+              .replace("defaults:\n", "mods:\n  - mods/huge\ndefaults:\n"))
+    result = run("import", str(f))
+    assert result.exit_code == 1 and len(result.stderr.splitlines()) == 1, result.output
+    assert "h.yaml:5:1: error: mods: " in result.stderr and "error[stack-argument]" in result.stderr
+    assert not (project / "recipes" / "h").exists()
+    assert not [p for p in project.iterdir() if p.name.startswith(".recipegen")]  # no scratch folder left
 
 def test_eugr_ray_flag_keeps_ray(project):
     f = write(project / "peer" / "e.yaml", EUGR)
@@ -200,6 +260,42 @@ def test_never_overwrites_without_force_and_a_failing_file_stops_all(project):
     assert run("import", "--force", str(good)).exit_code == 0 and mine.read_text().startswith("#:schema")
 
 
+def test_sparkrun_model_revision_is_carried_as_the_engines_revision(project):
+    """sparkrun downloads and distributes the model at `model_revision`: the recipe pins it with `--revision`, so
+    the engine loads that revision and `recipegen models` copies it; the command's own --revision wins."""
+    f = write(project / "peer" / "r.yaml", "recipe_version: '2'\nmodel: a/b\ncontainer: vllm/vllm-openai:v0.34.0\n"
+              "model_revision: 0123abcd\ncommand: vllm serve {model} --max-model-len 4096\n")
+    result = run("import", str(f))
+    assert result.exit_code == 0 and "model_revision" not in result.stderr, result.output
+    recipe = project / "recipes" / "r" / "recipe.toml"
+    assert tomllib.loads(recipe.read_text())["args"] == [" --max-model-len 4096", "--revision 0123abcd"]
+    assert run("validate", "--strict", str(recipe)).exit_code == 0
+    from generator.resolve.load import load_recipe
+    from generator.transfer.models import revision
+    assert revision(load_recipe(recipe)) == "0123abcd"  # what `recipegen models` copies
+    own = write(project / "peer" / "o.yaml", f.read_text().replace("4096", "4096 --revision v2"))
+    result = run("import", "--dry-run", str(own))
+    assert tomllib.loads(result.stdout)["args"] == [" --max-model-len 4096 --revision v2"]
+    assert "warning[not-carried]: model_revision: the command's own --revision wins" in result.stderr
+
+
+def test_an_atlas_recipe_is_refused_naming_its_runtime_and_why(project):
+    """Atlas recipes have no command: sparkrun's atlas runtime builds `atlas serve` itself, and Atlas is no vLLM."""
+    f = write(project / "peer" / "a.yaml", "recipe_version: '2'\nruntime: atlas\nmodel: a/b\ncontainer: "
+              "avarok/atlas-gb10:latest\ndefaults:\n  tensor_parallel: 2\n")
+    result = run("import", str(f))
+    assert result.exit_code == 1 and len(result.stderr.splitlines()) == 1, result.output
+    assert "a.yaml:2:" in result.stderr and "runtime atlas" in result.stderr and "Atlas" in result.stderr
+    assert "not vLLM" in result.stderr and "command: required" not in result.stderr
+
+
+def test_sparkruns_eugr_vllm_runtime_is_vllm_with_ray(project):
+    f = write(project / "peer" / "e.yaml", "recipe_version: '2'\nruntime: eugr-vllm\nmodel: a/b\ncontainer: i\n"
+              "defaults:\n  tensor_parallel: 2\ncommand: vllm serve {model} -tp {tensor_parallel}\n")
+    data = tomllib.loads(run("import", "--dry-run", str(f)).stdout)
+    assert data["engine"] == "vllm" and data["distributed_backend"] == "ray" and data["required_nodes"] == 2
+
+
 def test_mods_are_found_where_the_peer_finds_them_and_copied(project):
     write(project / "registry" / "mods" / "fix-a" / "run.sh", "#!/bin/sh\necho a\n")
     f = write(project / "registry" / "recipes" / "deep" / "m.yaml",
@@ -226,6 +322,35 @@ def test_mods_are_found_in_the_registry_the_file_belongs_to(project):
               "model: a/b\ncontainer: i\nmods: [mods/fix-a]\ncommand: vllm serve {model}\n")
     assert run("import", str(f)).exit_code == 0
     assert (project / "recipes" / "r" / "mods" / "fix-a" / "run.sh").read_text().endswith("experimental\n")
+
+
+def test_mods_are_found_in_sparkruns_checkout_of_eugr_and_in_mods_dirs(project, monkeypatch):
+    """sparkrun's last resort is its registry named eugr (eugr/spark-vllm-docker's mods/), cloned under
+    ~/.cache/sparkrun/registries/eugr: looked for there when present, and in every --mods-dir given before it."""
+    home = project / "home"
+    monkeypatch.setenv("HOME", str(home))
+    text = "model: a/b\ncontainer: i\nmods: [mods/fix-a]\ncommand: vllm serve {model}\n"
+    f = write(project / "peer" / "m.yaml", text)
+    result = run("import", "--dry-run", str(f))  # nowhere yet: one line naming every place looked at
+    assert result.exit_code == 1 and len(result.stderr.splitlines()) == 1, result.output
+    for place in (project / "peer" / "fix-a", project / "peer" / "mods" / "fix-a", "mods/fix-a in every parent",
+                  home / ".cache" / "sparkrun" / "registries" / "eugr" / "mods" / "fix-a", "--mods-dir"):
+        assert str(place) in result.stderr, place
+    write(home / ".cache" / "sparkrun" / "registries" / "eugr" / "mods" / "fix-a" / "run.sh", "#!/bin/sh\necho c\n")
+    assert run("import", str(f)).exit_code == 0
+    assert (project / "recipes" / "m" / "mods" / "fix-a" / "run.sh").read_text().endswith("echo c\n")
+    write(project / "eugr" / "mods" / "fix-a" / "run.sh", "#!/bin/sh\necho checkout\n")
+    write(project / "flat" / "fix-a" / "run.sh", "#!/bin/sh\necho flat\n")
+    assert run("import", "--force", "--mods-dir", str(project / "eugr"), str(f)).exit_code == 0
+    assert (project / "recipes" / "m" / "mods" / "fix-a" / "run.sh").read_text().endswith("echo checkout\n")
+    assert run("import", "--force", "--mods-dir", str(project / "nothing-here"), str(f)).exit_code == 2
+    (project / "nothing-here").mkdir()
+    result = run("import", "--force", "--mods-dir", str(project / "nothing-here"), "--mods-dir",
+                 str(project / "flat"), str(f))  # repeatable, in order
+    assert result.exit_code == 0, result.output
+    assert (project / "recipes" / "m" / "mods" / "fix-a" / "run.sh").read_text().endswith("echo flat\n")
+    scoped = write(project / "peer" / "s.yaml", text.replace("mods/fix-a", "'@eugr/fix-a'"))
+    assert run("import", "--mods-dir", str(project / "flat"), str(scoped)).exit_code == 0
 
 
 def test_id_from_the_stem_and_usage_errors(project):
@@ -273,7 +398,8 @@ def test_eugr_env_becomes_the_cluster_file(project):
         ("spark1", "192.168.100.10", "spark1", "192.168.100.10"),
         ("spark2", "192.168.100.11", "spark2", "192.168.100.11")]
     assert "ssh://root@192.168.100.10" in text  # the proposed context, with the schema's default user
-    assert data["master_port"] == 29600 and data["pass_env"] == ["HF_TOKEN"]
+    # launch-cluster.sh's one MASTER_PORT: torch's rendezvous without Ray, the Ray head's port with it
+    assert data["master_port"] == data["ray_port"] == 29600 and data["pass_env"] == ["HF_TOKEN"]
     assert data["env"]["NCCL_SOCKET_IFNAME"] == data["env"]["GLOO_SOCKET_IFNAME"] == "enp1s0f0np0"
     assert data["env"]["NCCL_IB_HCA"] == "rocep1s0f0,roceP2p1s0f0" and data["env"]["NCCL_DEBUG"] == "INFO"
     assert "COPY_HOSTS" in result.stderr and ".env:9:" in result.stderr
@@ -429,9 +555,11 @@ EUGR_FULL = EUGR.replace("defaults:\n", "description: d\nmodel: org/model\nsolo_
 
 @pytest.mark.parametrize("path", [folder / original for folder, original in ORIGINALS] + ["eugr"],
                          ids=[c.name for c, _ in ORIGINALS] + ["eugr"])
-def test_every_key_of_the_file_is_carried_or_named(project, path):
+def test_every_key_of_the_file_is_carried_or_named(project, monkeypatch, path):
     import yaml
 
+    if path != "eugr":
+        peer_home(monkeypatch, path.parent, path.parent)
     if path == "eugr":
         path = write(project / "peer" / "e.yaml", EUGR_FULL)
     result = run("import", "--dry-run", str(path))

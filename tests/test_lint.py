@@ -347,6 +347,31 @@ def test_secret_in_a_node_env_of_a_cluster(tmp_path):
     assert (f.rule, f.line, f.key) == ("secret", line, "nodes[1].env.GH_PAT")
 
 
+def test_secret_named_engine_flags_are_judged_by_the_engines_flag_data():
+    """Every flag of the flag data with "token", "key" or "pass" in its name: a number or a switch there (a count,
+    a size, a threshold) is no secret; these four take one."""
+    import json
+    import re
+
+    from generator.check.secrets import secret_flag
+
+    data = json.loads((ROOT / "generator" / "data" / "engine_flags.json").read_text("utf-8"))["engines"]
+    named = {(engine, flag) for engine, table in data.items() for flag in table["flags"]
+             if re.search("token|key|pass", flag, re.I)}
+    assert ("vllm", "--long-prefill-token-threshold") in named and len(named) > 40
+    judged = {(engine, flag) for engine, flag in named if secret_flag(engine, flag)}
+    assert judged == {("sglang", "--api-key"), ("sglang", "--admin-api-key"), ("sglang", "--ssl-keyfile-password"),
+                      ("vllm", "--api-key"), ("vllm", "--hf-token")}
+
+
+def test_a_numeric_flag_named_like_a_token_is_not_a_secret(tmp_path):
+    for spelling in ("--long-prefill-token-threshold", "--long_prefill_token_threshold"):
+        result = validate(tmp_recipe(tmp_path, f'    "{spelling}", "4096",\n'), "--strict")
+        assert "secret" not in result.stderr, result.stderr
+    result = validate(tmp_recipe(tmp_path, '    "--api-key", "abc",\n'))
+    assert "error[secret]" in result.stderr and "--api-key" in result.stderr
+
+
 def test_secret_message_explains_how_to_pass_it():
     assert HOW_TO_PASS in SECRET_FIX and "out/" in SECRET_FIX
 

@@ -115,7 +115,6 @@ def test_a_single_node_recipe_has_no_rendezvous_port(tmp_path):
 
 @pytest.mark.parametrize("extra, line_key", [
     ("master_port = 29700\n", "master_port"),  # the transfer port's default
-    ("ray_port = 29501\n", "ray_port"),  # the rendezvous' default
     ("ray_port = 7000\ntransfer_port = 7000\n", "transfer_port"),
 ])
 def test_a_cluster_giving_two_ports_one_number(tmp_path, extra, line_key):
@@ -128,6 +127,20 @@ def test_a_cluster_giving_two_ports_one_number(tmp_path, extra, line_key):
     built = run("build", str(ROOT / "tests" / "lint" / "owned-flag" / "good"), "--cluster", str(cluster),
                 "--out", str(out))
     assert built.exit_code == 1 and "error[port-collision]" in built.stderr and not out.exists()
+
+
+def test_ray_port_and_master_port_may_share_a_number(tmp_path):
+    """A recipe's ranks bind the Ray head's port or the rendezvous port, never both (eugr's launcher gives its one
+    MASTER_PORT, 29501, to either): a cluster with ray_port = master_port validates and builds Ray and mp recipes."""
+    cluster = _cluster(tmp_path, "ray_port = 29501\n")
+    result = run("validate", str(cluster))
+    assert result.exit_code == 0 and "port-collision" not in result.stderr, result.stderr
+    for backend in ("ray", "mp"):
+        path = _recipe(tmp_path, 'engine = "vllm"\ndocker_image = "vllm/vllm-openai:v0.34.0"\nmodel = "Qwen/Qwen3-32B"\n'
+                                 f'required_nodes = 2\ntensor_parallel_size = 2\ndistributed_backend = "{backend}"\n',
+                       name=backend)
+        built = run("build", str(path), "--cluster", str(cluster), "--out", str(tmp_path / "out" / backend))
+        assert built.exit_code == 0, built.output
 
 
 # --- build-context, build-settings ---------------------------------------------------------------------------------

@@ -25,10 +25,13 @@ reason), and each test checks that the differences it finds are exactly that lis
 from __future__ import annotations
 
 import json
+import os
 import shlex
 from collections import Counter
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
@@ -107,12 +110,28 @@ def case(name: str, tmp_path_factory: pytest.TempPathFactory, variant: str = "ha
         if variant == "import":  # the peer's own file, imported into a fresh project
             root = tmp_path_factory.mktemp("import")
             original = peer["original"]
-            path = import_recipe(PEERS / name / original["file"], root / "recipes", name,
-                                 ImportOptions(ray=original.get("ray", False))).folder / "recipe.toml"
+            with home(PEERS / name / original["home"] if "home" in original else root / "home"):
+                path = import_recipe(PEERS / name / original["file"], root / "recipes", name,
+                                     ImportOptions(ray=original.get("ray", False))).folder / "recipe.toml"
         recipe = load_recipe(path)
         plan = plan_recipe(recipe, load_cluster(CLUSTER), root, tmp_path_factory.mktemp("out"))
         _cache[name, variant] = Case(name, peer, plan)
     return _cache[name, variant]
+
+
+@contextmanager
+def home(folder: Path) -> Iterator[None]:
+    """HOME for an import: the case's own (sparkrun's checkout of eugr's registry under it), else an empty one, so
+    what the machine running the tests keeps in ~/.cache/sparkrun plays no part."""
+    before = os.environ.get("HOME")
+    os.environ["HOME"] = str(folder)
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ["HOME"]
+        else:
+            os.environ["HOME"] = before
 
 
 def cases_with(predicate) -> list[tuple[str, str]]:
@@ -186,9 +205,11 @@ def group_diff(ours: Counter, theirs: Counter, allowed: dict, decl: list[dict], 
 
 def test_corpus_size_and_coverage():
     features = " ".join(f for c in CASES for f in json.loads((PEERS / c / "peer.json").read_text())["features"])
-    assert len(CASES) >= 10
+    assert len(CASES) >= 10 and len(IMPORTED) > 10  # cases with the peer's own file, imported and compared
     for needed in ("mp (native multi-node)", "ray", "sglang", "single node", "draft model", "MTP",
-                   "JSON-valued", "multi-line serve command", "mods", "setup step", "many env vars"):
+                   "JSON-valued", "multi-line serve command", "mods", "setup step", "many env vars",
+                   "eugr mainline launcher", "solo rule (tensor_parallel 1)",
+                   "mods from sparkrun's checkout of eugr's registry"):
         assert needed in features, needed
     assert {json.loads((PEERS / c / "peer.json").read_text())["peer"] for c in CASES} == {
         "eugr/spark-vllm-docker", "spark-arena/sparkrun", "NVIDIA/dgx-spark-playbooks"}
@@ -320,3 +341,41 @@ def test_docker_options(name, variant, tmp_path_factory):
         for key, (theirs, recipegen) in expected.items():
             assert _same(key, found[key][1], recipegen), f"rank {rank}: {key}: recipegen has {found[key][1]!r}"
             assert found[key][0] == theirs, f"rank {rank}: {key}"
+
+
+# --- real peer files refused, each for the reason its author would accept ------------------------------------------
+
+REFUSED = json.loads((PEERS / "refused" / "refused.json").read_text("utf-8"))["files"]
+
+
+@pytest.mark.parametrize("file", sorted(REFUSED))
+def test_refused_originals_name_their_reason_in_one_line(file, tmp_path):
+    from generator.diagnostics import RecipegenError
+
+    want = REFUSED[file]
+    assert want["source"]["repo"] and len(want["source"]["commit"]) == 40
+    with home(tmp_path / "home"), pytest.raises(RecipegenError) as refused:
+        import_recipe(PEERS / "refused" / file, tmp_path / "recipes", None, ImportOptions())
+    (d,) = refused.value.diagnostics
+    assert (d.line, d.key) == (want["line"], want["key"]) and d.file.endswith(file)
+    assert "\n" not in str(d) and all(words in d.message for words in want["expect"]), d.message
+    assert not (tmp_path / "recipes").exists()
+
+
+# --- real peer files that must import into what validate and build accept -------------------------------------------
+
+IMPORTS = json.loads((PEERS / "imported" / "imported.json").read_text("utf-8"))["files"]
+
+
+@pytest.mark.parametrize("file", sorted(IMPORTS))
+def test_published_files_import_into_recipes_validate_and_build_accept(file, tmp_path):
+    want = IMPORTS[file]
+    with home(tmp_path / "home"):  # the import itself runs validate's and build's rules against the cluster
+        result = import_recipe(PEERS / "imported" / file, tmp_path / "recipes", None, ImportOptions(),
+                               cluster_file=CLUSTER)
+    recipe = load_recipe(result.folder / "recipe.toml")
+    plan = plan_recipe(recipe, load_cluster(CLUSTER), tmp_path, tmp_path / "out")
+    words = steps(plan.nodes[0]).engine
+    at = words.index(want["words"][0])
+    assert words[at:at + len(want["words"])] == want["words"] and words.count(want["words"][0]) == 1
+    assert [n.key for n in result.imported.not_carried if n.key in want["named"]] == want["named"]

@@ -69,8 +69,16 @@ def _port_collision(recipe: Recipe, cluster: Cluster | None) -> Findings:
                                 "network only one of them can bind, the other fails at boot; change one")
 
 
+# A recipe's ranks bind the Ray head's port (a multi-node `ray` recipe) or the rendezvous port (`mp`, SGLang), never
+# both, so one number for both is fine: eugr's launcher itself gives its MASTER_PORT to either (start_ray_head's
+# --port, and the no-Ray --master-port). The transfer helpers can run beside either (`recipegen models` while a
+# recipe serves), so the transfer port must differ from both.
+NEVER_BOUND_TOGETHER = {frozenset({"master_port", "ray_port"})}
+
+
 def cluster_port_findings(doc: TomlDocument) -> list[Diagnostic]:
-    """A cluster giving two of its ports one number: whichever recipe uses both cannot start."""
+    """A cluster giving one number to two ports that one node can bind at once: whichever recipe (or helper)
+    comes second cannot start."""
     props = schema("cluster")["properties"]
     ports = {key: doc.data.get(key, props[key].get("default")) for key in CLUSTER_PORTS}
     found = []
@@ -78,6 +86,8 @@ def cluster_port_findings(doc: TomlDocument) -> list[Diagnostic]:
     for i, first in enumerate(keys):
         for second in keys[i + 1:]:
             if ports[first] != ports[second] or not isinstance(ports[first], int):
+                continue
+            if frozenset({first, second}) in NEVER_BOUND_TOGETHER:
                 continue
             at = second if second in doc.data else first  # a key the file writes (both defaults never clash)
             other = first if at == second else second

@@ -29,13 +29,25 @@ SECRET_NAME = re.compile(r"(^|[_-])(TOKEN|SECRET|PASSWORD|PASSWD|PASS|PASSPHRASE
 
 
 # Docker's *_FILE convention and friends name where a secret lives, not the secret; a public key, and the keys
-# of caches, sorts and maps, are not secrets.
-NOT_A_SECRET_NAME = re.compile(r"[_-](FILE|PATH|DIR|MOUNT)$|(^|[_-])(PUBLIC|CACHE|SORT|HASH|PARTITION|SHARD|ROUTING"
+# of caches, sorts and maps, are not secrets; nor a token map (SGLang's --speculative-token-map, a file) or a
+# forward pass (--forward-pass-metrics-*).
+NOT_A_SECRET_NAME = re.compile(r"[_-](FILE|PATH|DIR|MOUNT)$|(^|[_-])TOKEN[_-]MAP$|(^|[_-])FORWARD[_-]PASS([_-]|$)|(^|[_-])(PUBLIC|CACHE|SORT|HASH|PARTITION|SHARD|ROUTING"
                                r"|PRIMARY|LOOKUP|INDEX|MAP|GROUP)[_-]KEY$", re.I)
 
 
 def secret_name(name: str) -> bool:
     return bool(SECRET_NAME.search(name)) and not NOT_A_SECRET_NAME.search(name)
+
+
+def secret_flag(engine: str, flag: str) -> bool:
+    """An engine flag named like a secret whose value can be one: not a flag the engine's own flag data parses as a
+    number or a switch (`--long-prefill-token-threshold 4096`, `--speculative-num-draft-tokens`)."""
+    if not secret_name(flag.lstrip("-")):
+        return False
+    from generator.engines.flags import numeric  # the flag data loads only when a flag is named like a secret
+
+    spelled = "--" + flag.lstrip("-").replace("_", "-")  # vLLM takes --long_prefill_token_threshold too
+    return not (numeric(engine, flag) or numeric(engine, spelled))
 
 
 def secret_env(name: str, value: str) -> bool:
@@ -57,7 +69,7 @@ def _secret(recipe: Recipe, cluster: Cluster | None) -> Findings:
             yield (recipe.build_arg_origins.get(name) or recipe.origins["build_args"], f"build_args.{name}",
                    f"looks like a secret: {SECRET_FIX} (a build secret belongs in a BuildKit secret mount)")
     for group in recipe.flag_groups:  # a token-looking word anywhere, or the value of --api-key and the like
-        named = group.flag is not None and secret_name(group.flag.lstrip("-")) and group.values
+        named = group.flag is not None and secret_flag(recipe.engine, group.flag) and group.values
         if named or any(SECRET_VALUE.search(arg.word) for arg in group.args):
             yield group.args[0].origin, "args", f"{group.flag or 'a word'} looks like a secret: {SECRET_FIX}"
     # `ray start --redis-password x`: the value of a secret-named flag, or a token-looking word
@@ -65,9 +77,9 @@ def _secret(recipe: Recipe, cluster: Cluster | None) -> Findings:
         flag, eq, inline = arg.word.partition("=")
         has_value = bool(inline) if eq else (i + 1 < len(recipe.ray_args)
                                                and not recipe.ray_args[i + 1].word.startswith("-"))
-        secret_flag = flag.startswith("-") and secret_name(flag.lstrip("-")) and has_value
-        if secret_flag or SECRET_VALUE.search(arg.word):
-            yield arg.origin, "ray_args", f"{flag if secret_flag else 'a word'} looks like a secret: {SECRET_FIX}"
+        named_secret = flag.startswith("-") and secret_name(flag.lstrip("-")) and has_value
+        if named_secret or SECRET_VALUE.search(arg.word):
+            yield arg.origin, "ray_args", f"{flag if named_secret else 'a word'} looks like a secret: {SECRET_FIX}"
     for i, step in enumerate(recipe.setup):  # the launcher script is in the compose file, word for word
         if SECRET_VALUE.search(step.word):
             yield step.origin, f"setup[{i}]", f"looks like a secret: {SECRET_FIX}"

@@ -18,9 +18,13 @@ if TYPE_CHECKING:  # `recipegen --help` imports no importer (nor PyYAML)
 @click.option("--id", "recipe_id", help="The recipe id (one FILE only); default: the file's stem made a valid id.")
 @click.option("--ray", is_flag=True, help="eugr recipes: keep Ray on several nodes, as run-recipe.py's --ray does "
                                           "(its default runs vLLM's own multi-node backend).")
+@click.option("--mods-dir", "mods_dirs", multiple=True, type=click.Path(exists=True, file_okay=False, path_type=Path),
+              help="Where else to look for a recipe's mods (repeatable): a mods folder or a checkout of "
+                   "eugr/spark-vllm-docker; looked in after the file's own places, before sparkrun's checkout.")
 @click.option("--dry-run", is_flag=True, help="Print the recipe TOML; write nothing.")
 @click.option("--force", is_flag=True, help="Replace an existing recipe folder of the same id (or cluster.toml).")
-def import_(files: tuple[Path, ...], recipe_id: str | None, ray: bool, dry_run: bool, force: bool) -> None:
+def import_(files: tuple[Path, ...], recipe_id: str | None, ray: bool, mods_dirs: tuple[Path, ...], dry_run: bool,
+            force: bool) -> None:
     """Import eugr/spark-vllm-docker (recipe_version 1) and sparkrun (2) recipe FILES as recipes/<id>/, and
     their cluster settings (eugr's .env, a sparkrun cluster file) as the project's cluster.toml.
 
@@ -35,7 +39,7 @@ def import_(files: tuple[Path, ...], recipe_id: str | None, ray: bool, dry_run: 
     project = Project.find()
     try:
         results, cluster = import_files(list(files), project.recipes_dir, project.default_cluster, recipe_id,
-                                        ImportOptions(ray=ray), force=force, dry_run=dry_run)
+                                        ImportOptions(ray=ray, mods_dirs=mods_dirs), force=force, dry_run=dry_run)
     except ImportUsageError as exc:
         raise click.UsageError(str(exc)) from None
     if cluster is not None:

@@ -149,6 +149,18 @@ def known_in_some_release(engine: str, word: str) -> bool:
     return False
 
 
+@cache
+def numeric(engine: str, flag: str) -> bool:
+    """Every release with data parses `flag` (or the flag it is an alias of) as a number or a switch: its value is
+    a count, a size or a threshold, never a secret (`--long-prefill-token-threshold`)."""
+    variants = _data()["engines"][engine]["flags"].get(flag) if engine in _data()["engines"] else None
+    if not variants:
+        return False
+    types = {v["type"] for v in variants}
+    aliased = {v["of"] for v in variants if v.get("of")}
+    return types <= {"int", "float", "bool"} or (bool(aliased) and all(numeric(engine, a) for a in aliased))
+
+
 def releases_with(engine: str, flag: str) -> list[str]:
     data = _data()["engines"][engine]
     indices = sorted({i for v in data["flags"].get(flag, []) for i in v["in"]})

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from generator.diagnostics import Diagnostic, RecipegenError, display_path
 from generator.importers.base import ImportedRecipe, Importer, ImportOptions as ImportOptions, peer_key
+from generator.importers.buildable import refuse_unbuildable
 from generator.importers.clusters import (ImportedCluster, cluster_exists, convert_cluster, is_cluster_file,
                                          write_cluster)
 from generator.importers.eugr import EugrImporter
@@ -72,12 +73,14 @@ def _convert(path: Path, options: ImportOptions) -> tuple[ImportedRecipe, str]:
 
 
 def _prepare(path: Path, rid: str, recipes_dir: Path, options: ImportOptions, force: bool,
-             dry_run: bool) -> ImportResult:
-    """One recipe file converted and its target checked; nothing written yet."""
+             dry_run: bool, cluster_file: Path | None = None) -> ImportResult:
+    """One recipe file converted, checked as `validate` and `build` would check it (against `cluster_file`), and
+    its target checked; nothing written yet."""
     if not RECIPE_ID.fullmatch(rid):
         raise RecipegenError(Diagnostic(display_path(path), None, None, "--id",
                                         f"'{rid}' is not a recipe id (lower-case letters, digits, '_' and '-')"))
     imported, text = _convert(path, options)
+    refuse_unbuildable(read(path), imported, text, rid, recipes_dir.parent, cluster_file)
     folder = recipes_dir / rid
     if not dry_run and path.resolve().is_relative_to(folder.resolve()):  # --force would delete the file itself
         raise RecipegenError(Diagnostic(display_path(path), None, None, None,
@@ -103,8 +106,9 @@ def _refuse_invalid(doc: YamlFile, imported: ImportedRecipe, text: str) -> None:
 
 
 def import_recipe(path: Path, recipes_dir: Path, recipe_id: str | None, options: ImportOptions,
-                  force: bool = False, dry_run: bool = False) -> ImportResult:
-    result = _prepare(path, recipe_id or recipe_id_from(path.stem), recipes_dir, options, force, dry_run)
+                  force: bool = False, dry_run: bool = False, cluster_file: Path | None = None) -> ImportResult:
+    result = _prepare(path, recipe_id or recipe_id_from(path.stem), recipes_dir, options, force, dry_run,
+                      cluster_file)
     if result.written:
         write_recipes([(result.folder, result.text, result.imported)], force)
     return result
@@ -134,7 +138,8 @@ def import_files(files: list[Path], recipes_dir: Path, cluster_target: Path, rec
         if not dry_run and not force and cluster_target.exists():  # early; the write checks again
             raise cluster_exists(cluster_target)
         cluster = ClusterResult(cluster_target, text, imported, not dry_run)
-    results = [_prepare(f, rid, recipes_dir, options, force, dry_run) for f, rid in zip(recipes, ids)]
+    results = [_prepare(f, rid, recipes_dir, options, force, dry_run, cluster_target)
+               for f, rid in zip(recipes, ids)]
     if not dry_run:
         write_recipes([(r.folder, r.text, r.imported) for r in results], force,
                       before_swap=lambda: write_cluster(cluster.target, cluster.text, force) if cluster else None)

@@ -101,6 +101,7 @@ class ImportedRecipe:
 @dataclass(frozen=True)
 class ImportOptions:
     ray: bool = False  # eugr: keep Ray, as run-recipe.py's --ray does (its default is without Ray)
+    mods_dirs: tuple[Path, ...] = ()  # --mods-dir: where eugr's own mods are (a checkout of its repository)
 
 
 class Importer(Protocol):

@@ -112,6 +112,8 @@ def _eugr_env(path: Path) -> tuple[ImportedCluster, Callable[[str, str], Recipeg
         if not port.isdigit() or not 1 <= int(port) <= 65535:
             raise fail("MASTER_PORT", f"{port!r} is not a port number (1 to 65535)")
         fields.append(Field("master_port", int(port), f"{src}: MASTER_PORT"))
+        fields.append(Field("ray_port", int(port), f"{src}: MASTER_PORT (launch-cluster.sh's start_ray_head "
+                                                   f"--port: one port for Ray's head and torch's rendezvous)"))
     env: list[EnvVar] = []
     pass_env: list[str] = []
     named: list[NotCarried] = []

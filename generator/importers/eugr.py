@@ -1,17 +1,20 @@
-"""eugr/spark-vllm-docker recipes (`recipe_version: "1"`) as run-recipe.py and launch-cluster.sh run them.
+"""eugr/spark-vllm-docker recipes (`recipe_version: "1"`) as mainline run-recipe.py and launch-cluster.sh run them.
 
-Reproduced from eugr's code: run-recipe.py's generate_launch_script (`command.format(**defaults)`: Python
-str.format, so `{{` and `}}` are literal braces and a placeholder without a default stops eugr with an error;
-without Ray, solo or multi-node, `--distributed-executor-backend <x>` is cut out and lines left empty or holding
-only a continuation are dropped; a trailing continuation goes), its `export K="v"` of the recipe's env, and
-launch-cluster.sh's container: `-e NCCL_IGNORE_CPU_AFFINITY=1`, the Hugging Face cache, and its cache folders
-(~/.cache/vllm, ~/.cache/flashinfer, ~/.triton) mounted at root's; on several nodes, Ray or not, the run-wide Ray
-variables its get_env_flags gives every container (RAY_memory_monitor_refresh_ms=0,
-RAY_num_prestart_python_workers=0, RAY_object_store_memory=1073741824: launch-cluster.sh of the recipe era,
-@6d4e37aa and @a10c3f73; solo containers get none at @a10c3f73); with Ray the `ray start` options its
-start_ray_head and start_ray_worker both pass (`--object-store-memory 1073741824 --num-cpus 2
---disable-usage-stats`). The node count is eugr's tensor_parallel x pipeline_parallel from the defaults (solo_only:
-one node).
+The reference is eugr's mainline for DGX Spark at EUGR_COMMIT (launch-cluster.sh read at that commit; run-recipe.py
+at the release that goes with it: no Ray by default, `--ray` to opt in, the solo TP rule). Reproduced from that code:
+run-recipe.py's generate_launch_script (`command.format(**params)`, params = defaults with the CLI overrides over
+them: Python str.format, so `{{` and `}}` are literal braces and a placeholder without a value stops eugr with an
+error; without Ray, solo or multi-node, `--distributed-executor-backend <x>` is cut out and lines left empty or
+holding only a continuation are dropped; a trailing continuation goes), its solo rule (`--solo` sets the override
+tensor_parallel=1 unless `--tp` is given), its `export K="v"` of the recipe's env, and launch-cluster.sh's
+container: DOCKER_ARGS' `-e NCCL_IGNORE_CPU_AFFINITY=1 -e PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True`, the
+Hugging Face cache, its cache folders (~/.cache/vllm, ~/.cache/flashinfer, ~/.triton, ~/.tilelang; `--no-cache-dirs`
+leaves them out) mounted at root's; the run-wide Ray variables its get_env_flags gives every container, solo too
+(RAY_memory_monitor_refresh_ms=0, RAY_num_prestart_python_workers=0, RAY_object_store_memory=1073741824); with Ray
+the `ray start` options its start_ray_head and start_ray_worker pass (`--object-store-memory 1073741824 --num-cpus 2
+--disable-usage-stats`, the head also `--include-dashboard=false`). The node count is what launch-cluster.sh keeps:
+tensor x pipeline x data parallel as its parse_parallelism_from_text reads them from the command (else the defaults'
+tensor_parallel x pipeline_parallel); solo_only: one node. docs/fidelity.md lists every launcher default.
 """
 
 from __future__ import annotations
@@ -28,16 +31,19 @@ from generator.importers.passenv import split_secrets
 from generator.importers.yamlfile import YamlFile
 
 _BACKEND = re.compile(r"--distributed-executor-backend\s+\S+")
+# The mainline commit the import reproduces (launch-cluster.sh read there); named in each imported file's header.
+EUGR_COMMIT = "013cd2ea2264d7af8567aa763ac6ccd8f0338c1a"
 _CACHES = (("~/.cache/vllm", "/root/.cache/vllm"), ("~/.cache/flashinfer", "/root/.cache/flashinfer"),
-           ("~/.triton", "/root/.triton"))
+           ("~/.triton", "/root/.triton"), ("~/.tilelang", "/root/.tilelang"))
 # launch-cluster.sh start_ray_head / start_ray_worker: the options both give `ray start`
 # launch-cluster.sh's `ray start` options; its head-only --include-dashboard=false reaches the head alone
 # (generator/engines/ranks.py)
 _RAY_ARGS = ("--object-store-memory", "1073741824", "--num-cpus", "2", "--disable-usage-stats",
              "--include-dashboard=false")
-_LAUNCHER_ENV = {"NCCL_IGNORE_CPU_AFFINITY": "1"}  # launch-cluster.sh DOCKER_ARGS
-# launch-cluster.sh get_env_flags: every container of a multi-node run, with or without Ray
-_CLUSTER_ENV = {"RAY_memory_monitor_refresh_ms": "0", "RAY_num_prestart_python_workers": "0",
+_LAUNCHER_ENV = {"NCCL_IGNORE_CPU_AFFINITY": "1",  # launch-cluster.sh DOCKER_ARGS
+                 "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}
+# launch-cluster.sh get_env_flags: every container it starts, solo or not, with or without Ray
+_RAY_ENV = {"RAY_memory_monitor_refresh_ms": "0", "RAY_num_prestart_python_workers": "0",
                 "RAY_object_store_memory": "1073741824"}
 _SH_DOUBLE = re.compile(r'[$`"\\]')  # what `export K="v"` would expand or unescape
 _KNOWN = {"recipe_version", "name", "description", "model", "container", "command", "defaults", "env", "mods",
@@ -60,17 +66,19 @@ class EugrImporter:
         for key, value in (("defaults", defaults), ("env", env_in)):
             if not isinstance(value, dict):
                 raise doc.error(key, f"must be a mapping, not {type(value).__name__}")
-        nodes = _node_count(doc, defaults)
-        ray = options.ray and nodes > 1
-        for name, value in defaults.items():
+        solo = _node_count(doc, defaults) == 1  # run-recipe.py: --solo, or a single node configured
+        ray = options.ray and not solo
+        # run-recipe.py's solo rule: the override tensor_parallel=1 (unless --tp is given) over the defaults
+        params = {**defaults, **({"tensor_parallel": 1} if solo else {})}
+        for name, value in params.items():  # the values format() fills in, the solo override included
             if name in _placeholders(data["command"]):
                 scalar_default(doc, str(name), value)
         try:
-            command = data["command"].format(**defaults)
+            command = data["command"].format(**params)
         except KeyError as exc:
             raise doc.error("command", f"placeholder {exc} has no value in defaults (run-recipe.py stops "
                                        f"with 'Missing parameter')") from None
-        except IndexError:  # `{0}` or `{}`: format(**defaults) has no positional values
+        except IndexError:  # `{0}` or `{}`: format(**params) has no positional values
             raise doc.error("command", "a positional placeholder (`{}` or `{0}`): run-recipe.py fills only named "
                                        "ones from defaults (`{port}`); name it, or write {{ }} for literal "
                                        "braces") from None
@@ -90,6 +98,15 @@ class EugrImporter:
                                        + " ".join(cmd.entrypoint))
         if cmd.model is None and not isinstance(data.get("model"), str):
             raise doc.error("command", "names no model (`vllm serve <model>`) and the recipe has no `model`")
+        sizes = (cmd.tensor_parallel or 1) * (cmd.pipeline_parallel or 1) * _data_parallel(command)
+        if solo and sizes > 1:
+            raise doc.error("command", f"runs solo (one node), but the command fixes tensor x pipeline x data "
+                                       f"parallel {sizes} where run-recipe.py's solo rule sets only "
+                                       f"{{tensor_parallel}} to 1: vLLM would want {sizes} GPUs on one node")
+        # launch-cluster.sh keeps tp x pp x dp of the nodes (parse_parallelism_from_text), else the defaults'
+        nodes = 1 if solo else (sizes if cmd.tensor_parallel or cmd.pipeline_parallel else _node_count(doc, defaults))
+        if doc.data.get("cluster_only"):
+            nodes = max(nodes, 2)
         how = "with Ray (--ray)" if ray else ("solo" if nodes == 1 else "without Ray (run-recipe.py's default)")
         fields = [Field("engine", "vllm", f"{src} (vllm serve)"),
                   Field("name", data["name"], f"{doc.name}: name"),
@@ -98,7 +115,11 @@ class EugrImporter:
                   Field("docker_image", data["container"], f"{doc.name}: container"),
                   Field("model", cmd.model or data["model"], f"{doc.name}: model" if cmd.model is None else
                         f"{src} (its model word{', as model says' if cmd.model == data.get('model') else ''})"),
-                  Field("required_nodes", nodes, f"{doc.name}: defaults tensor_parallel x pipeline_parallel"
+                  Field("required_nodes", nodes, f"{doc.name}: " + (
+                        "solo (run-recipe.py's solo rule: tensor_parallel 1)" if solo else
+                        "the command's tensor x pipeline x data parallel (launch-cluster.sh keeps that many nodes)"
+                        if cmd.tensor_parallel or cmd.pipeline_parallel else
+                        "defaults tensor_parallel x pipeline_parallel")
                         + "".join(f", {k} {str(data[k]).lower()}" for k in ("solo_only", "cluster_only") if k in data)),
                   parallel_size("tensor_parallel_size", cmd.tensor_parallel, src, "tensor"),
                   parallel_size("pipeline_parallel_size", cmd.pipeline_parallel, src, "pipeline")]
@@ -107,7 +128,7 @@ class EugrImporter:
         fields.append(Field("entrypoint", list(cmd.entrypoint), src))
         fields.append(Field("extra_mounts", [{"host": h, "container": c} for h, c in _CACHES],
                             "launch-cluster.sh mounts its cache folders (--no-cache-dirs leaves them out)"))
-        mods = find_mods(doc, data.get("mods"))
+        mods = find_mods(doc, data.get("mods"), options.mods_dirs)
         if mods:
             fields.append(Field("mods", [f"mods/{m.name}" for m in mods], f"{doc.name}: mods"))
         if ray:
@@ -119,16 +140,16 @@ class EugrImporter:
         env += [EnvVar(k, v, f"{src}: set before `vllm serve`") for k, v in cmd.env]
         env += [EnvVar(k, v, "launch-cluster.sh sets it in every container")
                 for k, v in _LAUNCHER_ENV.items() if k not in {e.name for e in env}]
-        if nodes > 1:
-            env += [EnvVar(k, v, "launch-cluster.sh sets it in every container of a multi-node run, Ray or not")
-                    for k, v in _CLUSTER_ENV.items() if k not in {e.name for e in env}]
+        env += [EnvVar(k, v, "launch-cluster.sh's get_env_flags sets it in every container, solo too, Ray or not")
+                for k, v in _RAY_ENV.items() if k not in {e.name for e in env}]
         env, secret_fields, secret_notes = split_secrets(doc, env)
         fields += secret_fields
         if cmd.model is None:
             secret_notes.append(no_model(doc))
         return ImportedRecipe(doc.path, self.peer, tuple(fields), tuple(env), mods,
                               tuple(_not_carried(doc, env_in, cmd.wiring) + secret_notes),
-                              notes=(f"as run-recipe.py runs it {how} on {nodes} node(s)",))
+                              notes=(f"as eugr/spark-vllm-docker @{EUGR_COMMIT[:8]} (mainline: run-recipe.py, "
+                                     f"launch-cluster.sh) runs it {how} on {nodes} node(s)",))
 
 
 def _node_count(doc: YamlFile, defaults: dict[str, Any]) -> int:
@@ -139,6 +160,12 @@ def _node_count(doc: YamlFile, defaults: dict[str, Any]) -> int:
     except (TypeError, ValueError):
         raise doc.error("defaults", "tensor_parallel and pipeline_parallel must be whole numbers") from None
     return max(nodes, 2) if doc.data.get("cluster_only") else max(nodes, 1)
+
+
+def _data_parallel(command: str) -> int:
+    """`-dp N` / `--data-parallel-size N` (or `=N`) as launch-cluster.sh's parse_parallelism_from_text reads it."""
+    found = re.findall(r"(?:^|\s)(?:-dp|--data-parallel-size)(?:=|\s+)(\d+)(?=\s|$)", command)
+    return int(found[-1]) if found else 1
 
 
 def _not_carried(doc: YamlFile, env: dict[str, Any], wiring: tuple[str, ...]) -> list[NotCarried]:

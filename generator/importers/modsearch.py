@@ -2,8 +2,13 @@
 the recipe file (`<ref>`, then `mods/<ref>`; a leading `mods/` of the reference is dropped first), then in the
 registry the file belongs to (the nearest parent with a `.sparkrun/registry.yaml`: its registries' `mods`
 folders, the file's own registry first), then `mods/<name>` in the nearest parent folder that has it (eugr's
-checkout, where recipes/ and mods/ are siblings). A mod is a folder with a run.sh; its files are read by build's
-own reader (generator/resolve/mods.py), so an import refuses what build refuses (a link out of the folder)."""
+checkout, where recipes/ and mods/ are siblings); then, where sparkrun's last resort (its registry named `eugr`,
+eugr/spark-vllm-docker's own mods/) would look: each `--mods-dir DIR` given (`DIR/<ref>`, then `DIR/mods/<ref>`: a
+mods folder or a checkout of eugr's repository), then sparkrun's own checkout of that registry when it is present
+(`~/.cache/sparkrun/registries/eugr/mods/<ref>`: RegistryManager.cache_root / name, mods_subpath "mods", in sparkrun's
+core/registry.py and core/mods.py). `@eugr/<ref>` (sparkrun's scoped form) is looked for in those last two places.
+A mod is a folder with a run.sh; its files are read by build's own reader (generator/resolve/mods.py), so an import
+refuses what build refuses (a link out of the folder)."""
 
 from __future__ import annotations
 
@@ -15,23 +20,30 @@ from generator.importers.yamlfile import YamlFile, read
 from generator.resolve.mods import read_files
 
 
-def find_mods(doc: YamlFile, refs: object) -> tuple[ModCopy, ...]:
+# sparkrun's clone of the registry named eugr (RegistryManager.cache_root, core/registry.py) and its mods_subpath
+SPARKRUN_EUGR_MODS = Path(".cache") / "sparkrun" / "registries" / "eugr" / "mods"
+
+
+def find_mods(doc: YamlFile, refs: object, mods_dirs: tuple[Path, ...] = ()) -> tuple[ModCopy, ...]:
     if refs in (None, []):
         return ()
     if not isinstance(refs, list) or not all(isinstance(r, str) for r in refs):
         raise doc.error("mods", "must be a list of mod folder names")
     found: list[ModCopy] = []
     for i, ref in enumerate(refs):
-        if ref.startswith("@"):
-            raise doc.error("mods", f"mods[{i}] '{ref}' names a sparkrun registry: copy that mod folder beside "
-                                    f"the recipe file and name it by its folder")
-        rel = ref.removeprefix("mods/")
-        tried = _candidates(doc.path.resolve(), rel)
-        folder = next((p for p in tried if (p / "run.sh").is_file()), None)
+        scope, _, rest = ref[1:].partition("/") if ref.startswith("@") else ("", "", ref)
+        if ref.startswith("@") and scope != "eugr":
+            raise doc.error("mods", f"mods[{i}] '{ref}' names the sparkrun registry '{scope}': copy that mod folder "
+                                    f"beside the recipe file and name it by its folder")
+        rel = rest.removeprefix("mods/")
+        near, parents = ([], []) if scope else _candidates(doc.path.resolve(), rel)
+        fallback = _fallback(rel, mods_dirs)
+        folder = next((p for p in near + parents + fallback if (p / "run.sh").is_file()), None)
         if folder is None:
-            shown = ", ".join(str(p) for p in tried[:4]) + (f" and mods/{rel} in every parent folder")
-            raise doc.error("mods", f"mods[{i}] '{ref}' not found (a folder with a run.sh): looked at {shown}; "
-                                    f"sparkrun would also try eugr/spark-vllm-docker's mods/: copy it beside the file")
+            shown = ", ".join([str(p) for p in near] + [f"mods/{rel} in every parent folder"] * bool(parents)
+                              + [str(p) for p in fallback])
+            raise doc.error("mods", f"mods[{i}] '{ref}' not found (a folder with a run.sh): looked at {shown}; give "
+                                    f"the folder holding it (a checkout of eugr/spark-vllm-docker) with --mods-dir")
         if any(m.name == folder.name for m in found):
             raise doc.error("mods", f"mods[{i}] '{ref}' has the folder name of an earlier mod: both would land in "
                                     f"the container as /workspace/mods/{folder.name}")
@@ -43,7 +55,8 @@ def find_mods(doc: YamlFile, refs: object) -> tuple[ModCopy, ...]:
     return tuple(found)
 
 
-def _candidates(recipe: Path, rel: str) -> list[Path]:
+def _candidates(recipe: Path, rel: str) -> tuple[list[Path], list[Path]]:
+    """Beside the file and in its registry; then mods/<rel> in each parent folder."""
     base = recipe.parent
     tried = [base / rel, base / "mods" / rel]
     for parent in base.parents:
@@ -51,7 +64,13 @@ def _candidates(recipe: Path, rel: str) -> list[Path]:
         if manifest.is_file():
             tried += [parent / sub / rel for sub in _registry_mods(manifest, recipe.relative_to(parent))]
             break
-    return tried + [p / "mods" / rel for p in base.parents]
+    return tried, [p / "mods" / rel for p in base.parents]
+
+
+def _fallback(rel: str, mods_dirs: tuple[Path, ...]) -> list[Path]:
+    """Where eugr's own mods may be: each --mods-dir (a mods folder, or a checkout holding mods/), then sparkrun's
+    checkout of its `eugr` registry."""
+    return [p for d in mods_dirs for p in (d / rel, d / "mods" / rel)] + [Path.home() / SPARKRUN_EUGR_MODS / rel]
 
 
 def _registry_mods(manifest: Path, recipe: Path) -> list[str]:

@@ -13,6 +13,7 @@ executor defaults of orchestration/executor.py.
 from __future__ import annotations
 
 import re
+import shlex
 from typing import Any
 
 from generator.importers.bench import bench_table
@@ -68,6 +69,7 @@ class SparkrunImporter:
 
     def convert(self, doc: YamlFile, options: ImportOptions) -> ImportedRecipe:
         data, src = doc.data, _Sources(doc)
+        _refuse_foreign_runtime(doc)
         for key in ("container", "model", "command"):
             if not isinstance(data.get(key), str) or not data[key].strip():
                 raise doc.error(key, "required: a non-empty string" + (
@@ -110,7 +112,7 @@ class SparkrunImporter:
             if key != "shm_size" and executor.get(key) is not None:
                 fields.append(Field(ours, str(executor[key]), src.of("executor_config", key)))
         fields.append(Field("entrypoint", list(cmd.entrypoint), src.cmd))
-        mods = find_mods(doc, data.get("mods"))
+        mods = find_mods(doc, data.get("mods"), options.mods_dirs)
         if mods:
             fields.append(Field("mods", [f"mods/{m.name}" for m in mods], src.of("mods")))
         setup, not_carried = _pre_exec(doc, chain)
@@ -119,8 +121,15 @@ class SparkrunImporter:
         if runtime == "vllm-ray" and nodes > 1:
             fields.append(Field("ray_args", ["--disable-usage-stats"],
                                 "sparkrun's `ray start --head ... --disable-usage-stats` (orchestration/executor.py)"))
-        if cmd.args.strip():
-            fields.append(Field("args", [cmd.args], f"{src.cmd}, rendered over defaults"))
+        args, said = ([cmd.args] if cmd.args.strip() else []), f"{src.cmd}, rendered over defaults"
+        revision = data.get("model_revision")
+        if revision is not None and not _has_flag(rendered, "--revision"):
+            # sparkrun downloads and distributes the model at this revision (orchestration/distribution.py): here
+            # the engine loads it and `recipegen models` copies it, both from `--revision`
+            args.append(f"--revision {shlex.quote(str(revision))}")
+            said += f"; {src.of('model_revision')} as --revision (the revision sparkrun downloads)"
+        if args:
+            fields.append(Field("args", args, said))
         env = [EnvVar(str(k), str(v), src.of("env", str(k))) for k, v in env_in.items()]
         env += [EnvVar(k, v, f"{src.cmd}: sparkrun sets it before `{' '.join(cmd.entrypoint)}` runs")
                 for k, v in cmd.env]
@@ -143,6 +152,10 @@ class SparkrunImporter:
         return ImportedRecipe(doc.path, self.peer, tuple(fields), tuple(env), mods, tuple(not_carried + bench_notes),
                               notes=(f"as sparkrun runs it: the {runtime} runtime on {nodes} node(s)",),
                               bench=tuple(bench))
+
+
+def _has_flag(command: str, flag: str) -> bool:
+    return re.search(rf"(^|\s){re.escape(flag)}(=|\s|$)", command) is not None
 
 
 def _names(doc: YamlFile) -> list[Field]:
@@ -184,8 +197,29 @@ def _mapping(doc: YamlFile, key: str) -> dict[str, Any]:
     return value
 
 
+# sparkrun's runtimes whose engine is neither vLLM nor SGLang (its pyproject's sparkrun.runtimes entry points)
+_FOREIGN = {
+    "atlas": "sparkrun's atlas runtime runs Atlas (Avarok-Cybersecurity/atlas, a pure-Rust inference server, not vLLM "
+             "underneath): the runtime builds its own `atlas serve --rank/--world-size ...` command from the recipe's "
+             "keys (runtimes/atlas.py), which is why the file has no command",
+    "llama-cpp": "sparkrun's llama-cpp runtime runs llama.cpp's llama-server, not vLLM or SGLang",
+    "trtllm": "sparkrun's trtllm runtime runs TensorRT-LLM's trtllm-serve, not vLLM or SGLang",
+}
+
+
+def _refuse_foreign_runtime(doc: YamlFile) -> None:
+    """A runtime whose engine recipegen does not compile: refused first, naming the runtime and why (a missing
+    `command:` is the runtime's design, not the file's fault)."""
+    runtime = str(doc.data.get("runtime") or "")
+    if runtime in _FOREIGN:
+        raise doc.error("runtime", f"runtime {runtime}: {_FOREIGN[runtime]}; recipegen compiles vLLM and SGLang "
+                                   f"only, so it has nothing to run this recipe with")
+
+
 def _runtime(doc: YamlFile, defaults: dict[str, Any]) -> str:
     runtime = str(doc.data.get("runtime") or "")
+    if runtime == "eugr-vllm":  # runtimes/eugr_vllm_ray.py: vllm-ray with eugr's builder and mods (deprecated)
+        runtime = "vllm-ray"
     command = doc.data["command"].strip()
     if not runtime:
         if _CMD_VLLM.match(command):
@@ -269,10 +303,10 @@ def _pre_exec(doc: YamlFile, chain: dict[str, Any]) -> tuple[list[str], list[Not
 def _unknown(doc: YamlFile, executor: dict[str, Any], unresolved: list[str],
              wiring: tuple[str, ...]) -> list[NotCarried]:
     named = [NotCarried(k, doc.line(k), why) for k, why in _NOT_CARRIED.items() if k in doc.data]
-    if doc.data.get("model_revision") is not None:
+    if doc.data.get("model_revision") is not None and _has_flag(str(doc.data.get("command")), "--revision"):
         named.append(NotCarried("model_revision", doc.line("model_revision"),
-                                "recipegen has no revision key: `recipegen models` copies the revision `--revision` "
-                                "in args names; add `--revision` to args if the engine should load it"))
+                                "the command's own --revision wins (the engine loads that one, and `recipegen models` "
+                                "copies it)"))
     plugin = "runtime_config for sparkrun's runtime plugin: no recipegen home"
     named += [NotCarried(k, doc.line(k), "not a sparkrun recipe key recipegen knows (sparkrun hands such keys to its "
                                          "runtime plugin): no recipegen home")

@@ -130,7 +130,7 @@ def write_recipes(recipes: list[tuple[Path, str, ImportedRecipe]], force: bool,
     recipes_dir.mkdir(parents=True, exist_ok=True)
     stage = Path(tempfile.mkdtemp(prefix=".recipegen-import-", dir=recipes_dir.parent))
     try:
-        staged = [(_stage(stage / str(n), text, imported), folder)
+        staged = [(write_staged(stage / str(n), text, imported), folder)
                   for n, (folder, text, imported) in enumerate(recipes)]
         with held(recipes_dir.parent):
             for _, folder in staged:
@@ -150,7 +150,8 @@ def exists(folder: Path) -> RecipegenError:
                                      "a recipe with this id exists: pass --force to replace it, or --id"))
 
 
-def _stage(new: Path, text: str, imported: ImportedRecipe) -> Path:
+def write_staged(new: Path, text: str, imported: ImportedRecipe) -> Path:
+    """recipe.toml and the mods' copies in the new folder `new` (a staging or a scratch folder)."""
     new.mkdir()
     (new / "recipe.toml").write_text(text, "utf-8")
     for mod in imported.mods:  # the files as build read them: no link followed at copy time
