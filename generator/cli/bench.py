@@ -3,6 +3,7 @@ the results table at the end; `--compare` shows the last two runs side by side. 
 
 from __future__ import annotations
 
+import gc
 import re
 import sys
 import time
@@ -102,6 +103,9 @@ def bench(recipe: str, cluster_path: Path | None, out_dir: Path | None, profile:
         sys.exit(130)
     _show_runs(f"{dep.project}: {outcome.produced_by['served_model_name']}", outcome.runs)
     click.echo(f"{dep.project}: results in {outcome.folder} (results.json, results.csv, plot.png)")
+    # Everything is written. The interpreter's exit would search matplotlib's many objects for cycles (0.2 s of
+    # CPU here, benchmarks/bench_overhead.py): frozen, they go with the process.
+    gc.freeze()
 
 
 def _fmt(value: float | None, digits: int = 1) -> str:
