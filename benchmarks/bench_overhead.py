@@ -80,6 +80,9 @@ def arguments() -> argparse.Namespace:
     url = urlsplit(args.url)
     if url.scheme != "http" or not url.hostname or not url.port or url.path not in ("", "/"):
         parser.error(f"--url {args.url}: give http://HOST:PORT (without /v1)")
+    if not Path(args.tokenizer).exists():
+        parser.error(f"--tokenizer {args.tokenizer}: no such file or folder")
+    args.tokenizer = str(Path(args.tokenizer).resolve())  # both sides run in folders of their own
     return args
 
 
