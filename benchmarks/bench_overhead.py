@@ -80,19 +80,25 @@ def arguments() -> argparse.Namespace:
     url = urlsplit(args.url)
     if url.scheme != "http" or not url.hostname or not url.port or url.path not in ("", "/"):
         parser.error(f"--url {args.url}: give http://HOST:PORT (without /v1)")
+    if not Path(args.tokenizer).exists():
+        parser.error(f"--tokenizer {args.tokenizer}: no such file or folder")
+    args.tokenizer = str(Path(args.tokenizer).resolve())  # both sides run in folders of their own
     return args
 
 
-def options(args: argparse.Namespace) -> list[str]:
-    """The benchmark's options, which both sides take in the same spelling."""
+def options(args: argparse.Namespace, lists: str) -> list[str]:
+    """The benchmark's options, the same for both sides; lists as each takes them: llama-benchy `--pp 128 512`
+    (lists="words"), recipegen `--pp 128,512` (lists="commas")."""
     words = []
     for name in ("pp", "tg", "depth", "concurrency"):
-        words += [f"--{name}", *getattr(args, name).replace(",", " ").split()]
+        values = getattr(args, name).replace(",", " ").split()
+        words += [f"--{name}", *values] if lists == "words" else [f"--{name}", ",".join(values)]
     return words + ["--runs", str(args.runs)] + (["--skip-coherence"] if args.skip_coherence else [])
 
 
-def project(scratch: Path, args: argparse.Namespace) -> Path:
-    """A one-node cluster whose head is the URL's host, a recipe serving on its port, compiled."""
+def project(scratch: Path, args: argparse.Namespace, env: dict[str, str]) -> Path:
+    """A one-node cluster whose head is the URL's host, a recipe serving on its port, compiled by the recipegen
+    that will bench it (env: this repository's first on PYTHONPATH)."""
     url = urlsplit(args.url)
     root = scratch / "project"
     (root / "recipes" / RECIPE).mkdir(parents=True)
@@ -102,7 +108,7 @@ def project(scratch: Path, args: argparse.Namespace) -> Path:
     address = url.hostname if all(p.isdigit() for p in str(url.hostname).split(".")) else "127.0.0.1"
     (root / "cluster.toml").write_text(f'name = "overhead"\n[[nodes]]\nname = "head"\naddress = "{address}"\n'
                                        f'ssh_host = "{url.hostname}"\ncontext = "default"\n')
-    subprocess.run([sys.executable, "-m", "generator", "build"], cwd=root, check=True, capture_output=True)
+    subprocess.run([sys.executable, "-m", "generator", "build"], cwd=root, env=env, check=True, capture_output=True)
     return root
 
 
@@ -118,12 +124,12 @@ def text(scratch: Path, given: Path | None) -> Path:
 def alone(args: argparse.Namespace, book: Path, home: Path, report: Path) -> list[str]:
     return [sys.executable, "-m", "llama_benchy", "--base-url", f"{args.url.rstrip('/')}/v1", "--model",
             args.model, "--served-model-name", args.served_model_name, "--tokenizer", args.tokenizer,
-            *options(args), "--book-url", book.as_uri(), "--format", "json", "--save-result", str(report)]
+            *options(args, "words"), "--book-url", book.as_uri(), "--format", "json", "--save-result", str(report)]
 
 
 def through_recipegen(args: argparse.Namespace, book: Path, results: Path) -> list[str]:
     return [sys.executable, "-m", "generator", "bench", RECIPE, "--tokenizer", args.tokenizer, "--text", str(book),
-            *options(args), "--results", str(results)]
+            *options(args, "commas"), "--results", str(results)]
 
 
 def timed(side: str, argv: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, float]:
@@ -142,19 +148,19 @@ def main() -> None:
     args = arguments()
     with tempfile.TemporaryDirectory(prefix="bench-overhead-") as tmp:
         scratch = Path(tmp)
-        root, book = project(scratch, args), text(scratch, args.text)
+        host = urlsplit(args.url).hostname or ""
+        base = {**os.environ, "NO_PROXY": host, "no_proxy": host}
+        env_recipegen = {**base, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH"))
+                                                                if p)}
+        root, book = project(scratch, args, env_recipegen), text(scratch, args.text)
         # llama-benchy alone reads the text as its cached "book" (HOME/.cache/llama-benchy/<md5 of the URL>.txt),
         # as recipegen's --text has it do; the Hugging Face cache stays the user's.
         home = scratch / "home"
         (home / ".cache" / "llama-benchy").mkdir(parents=True)
         cached = hashlib.md5(book.as_uri().encode()).hexdigest()  # noqa: S324 - llama-benchy's cache key
         (home / ".cache" / "llama-benchy" / f"{cached}.txt").write_text(book.read_text())
-        host = urlsplit(args.url).hostname or ""
-        base = {**os.environ, "NO_PROXY": host, "no_proxy": host}
         env_alone = {**base, "HOME": str(home), "HF_HOME": os.environ.get("HF_HOME")
                      or str(Path.home() / ".cache" / "huggingface")}
-        env_recipegen = {**base, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH"))
-                                                                if p)}
 
         def one(side: str, n: int) -> Run:
             if side == "alone":
@@ -166,7 +172,8 @@ def main() -> None:
             [written] = (results / RECIPE).glob("*/results.json")
             return Run(side, seconds, cpu, [BenchRun(**r) for r in json.loads(written.read_text())["runs"]])
 
-        print(f"llama-benchy alone vs `recipegen bench`, {' '.join(options(args))}, at {args.url}", flush=True)
+        print(f"llama-benchy alone vs `recipegen bench`, {' '.join(options(args, 'words'))}, at {args.url}",
+              flush=True)
         rounds: list[tuple[Run, Run]] = []
         for n in range(args.rounds + 1):
             order = ("alone", "recipegen") if n % 2 == 0 else ("recipegen", "alone")

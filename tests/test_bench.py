@@ -127,6 +127,9 @@ def test_the_live_table_follows_llama_benchys_progress_events():
     assert live.event({"schema": 1, "type": "header", "llama_benchy_version": "0.4.0"}) is None
     assert live.event({**start, "request_id": 1}) == (512, 32, 0, 2)
     live.event({**start, "request_id": 2})
+    # a streamed chunk (one a token) changes no figure: no redraw of the table for it
+    assert live.event({"schema": 1, "type": "tokens", "ts": 1.0, "request_id": 1, "count": 1, "snippet": "a",
+                       "estimated": True}) is None
     live.event({"type": "request_first_token", "request_id": 1, "ttft_s": 0.2})
     live.event({"type": "request_first_token", "request_id": 2, "ttft_s": 0.4})
     live.event({"type": "request_end", "request_id": 1, "total_tokens": 32, "prompt_tokens": 512,

@@ -34,7 +34,8 @@ class LiveTests:
     requests: dict[int, Key] = field(default_factory=dict)
 
     def event(self, e: dict[str, Any]) -> Key | None:
-        """Take one event; the test it concerns (None when it concerns none)."""
+        """Take one event; the test whose figures it changed (None when it changed none: a streamed chunk's
+        `tokens` event, one per token, would otherwise redraw the table thousands of times a run)."""
         kind = e.get("type")
         try:
             if kind == "request_start":
@@ -55,6 +56,8 @@ class LiveTests:
                     test.errors += 1
                 elif tokens > 1 and seconds > 0:
                     test.decode_tps.append((tokens - 1) / seconds)
+            else:
+                return None
             return key_of
         except (KeyError, TypeError, ValueError):
             return None  # an event of another schema version: the live table is a courtesy

@@ -33,9 +33,8 @@ Cell = tuple[int, int]  # depth, concurrency
 
 # The Spark Arena leaderboard's profile as published: spark-arena/recipe-registry benchmarking/spark-arena-v2.yaml
 # at 7aff4a2dd12d6e02d10aa99270f87e8816c94479 (copied as tests/fixtures/spark-arena/, which
-# tests/test_bench_arena.py holds this to). Its schedule is "heat-aware" (sparkrun-internal/benchmark-heat-load.py,
-# bucket_43521_seed42): the cells in an order that spreads the hot ones, so a GB10 does not throttle into one
-# corner of the grid.
+# tests/test_bench_arena.py holds this to). Its schedule is "heat-aware", in the file's words, made by a script that
+# is not published (sparkrun-internal/benchmark-heat-load.py, bucket_43521_seed42): a fixed order, kept as is.
 ARENA_SCHEDULE: tuple[Cell, ...] = (
     (8192, 5), (4096, 5), (8192, 10), (8192, 2), (4096, 2), (100000, 5), (100000, 2), (65535, 10), (65535, 1),
     (0, 1), (65535, 5), (32768, 2), (4096, 10), (16384, 1), (8192, 1), (32768, 5), (0, 10), (16384, 10),

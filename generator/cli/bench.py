@@ -3,6 +3,7 @@ the results table at the end; `--compare` shows the last two runs side by side. 
 
 from __future__ import annotations
 
+import gc
 import sys
 import time
 from pathlib import Path
@@ -111,6 +112,9 @@ def bench(recipe: str, cluster_path: Path | None, out_dir: Path | None, profile:
                    "(results.json, results.csv, plot.png): move them under bench/", err=True)
         sys.exit(1)
     click.echo(f"{dep.project}: results in {outcome.folder} (results.json, results.csv, plot.png)")
+    # Everything is written. The interpreter's exit would search matplotlib's many objects for cycles (0.2 s of
+    # CPU here, benchmarks/bench_overhead.py): frozen, they go with the process.
+    gc.freeze()
 
 
 def _fmt(value: float | None, digits: int = 1) -> str:
