@@ -1,4 +1,4 @@
-"""The group watch (generator/engines/groupwatch.py) on loopback, as real processes: a head's and a worker's watch,
+"""The group watch (generator/runtime/groupwatch.py) on loopback, as real processes: a head's and a worker's watch,
 each running a small "engine" of its own. The lab tests run it under Docker with the real vLLM
 (test_real_engine_lab.py); these pin the protocol itself: the group meets before any engine starts, one rank's end
 ends every rank with the cause recorded, a stopped node's watch exits 143, and the bound stops the group for good."""
@@ -6,7 +6,6 @@ ends every rank with the cause recorded, a stopped node's watch exits 143, and t
 from __future__ import annotations
 
 import json
-import os
 import signal
 import socket
 import subprocess
@@ -14,7 +13,8 @@ import sys
 import time
 from pathlib import Path
 
-from generator.engines import groupwatch
+from generator.plan.types import _watch_source
+from generator.runtime import groupwatch
 
 WATCH = Path(groupwatch.__file__)
 
@@ -25,13 +25,15 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start(tmp: Path, rank: int, port: int, engine: str, limit: int = 5) -> subprocess.Popen:
-    """A watch of rank `rank` (of 2) whose engine is `python3 -c engine`; its state in tmp/state-RANK.json."""
-    argv = [sys.executable, str(WATCH), "--rank", str(rank), "--ranks", "2", "--node", f"n{rank}",
+def start(tmp: Path, rank: int, port: int, engine: str, limit: int = 5, group: str = "r:1",
+          shipped: bool = False) -> subprocess.Popen:
+    """A watch of rank `rank` (of 2) whose engine is `python3 -c engine`; its state in tmp/state-RANK.json. shipped:
+    run the text the compiler ships (`python3 -c`), not the file."""
+    watch = ["-c", _watch_source()] if shipped else [str(WATCH)]
+    argv = [sys.executable, *watch, "--rank", str(rank), "--ranks", "2", "--node", f"n{rank}",
             "--head", "127.0.0.1", "--port", str(port), "--limit", str(limit), "--window", "600", "--grace", "2",
-            "--", sys.executable, "-c", engine]
-    env = {**os.environ, "RECIPEGEN_GROUP_STATE": str(tmp / f"state-{rank}.json")}
-    return subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            "--state", str(tmp / f"state-{rank}.json"), "--group", group, "--", sys.executable, "-c", engine]
+    return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 def state(tmp: Path, rank: int) -> dict:
@@ -60,8 +62,8 @@ def test_no_engine_starts_until_the_group_met(tmp_path: Path):
 
 def test_one_ranks_crash_ends_every_rank_and_the_head_records_who_and_why(tmp_path: Path):
     port = free_port()
-    head = start(tmp_path, 0, port, SERVE)
-    worker = start(tmp_path, 1, port, CRASH)
+    head = start(tmp_path, 0, port, SERVE, shipped=True)  # the text as the compose files carry it
+    worker = start(tmp_path, 1, port, CRASH, shipped=True)
     w_status, _, w_err = finish(worker)
     h_status, h_out, _ = finish(head)
     assert (w_status, h_status) == (1, 1)  # both exit non-zero: Docker's on-failure restarts both
@@ -107,10 +109,9 @@ def test_a_group_of_one_takes_no_port(tmp_path: Path):
         taken.bind(("0.0.0.0", 0))
         taken.listen()
         argv = [sys.executable, str(WATCH), "--rank", "0", "--ranks", "1", "--node", "n0", "--head", "127.0.0.1",
-                "--port", str(taken.getsockname()[1]), "--limit", "5", "--window", "600", "--grace", "2", "--",
-                sys.executable, "-c", CRASH]
-        env = {**os.environ, "RECIPEGEN_GROUP_STATE": str(tmp_path / "s.json")}
-        done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=30)
+                "--port", str(taken.getsockname()[1]), "--limit", "5", "--window", "600", "--grace", "2",
+                "--state", str(tmp_path / "s.json"), "--group", "r:1", "--", sys.executable, "-c", CRASH]
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=30)
     assert done.returncode == 1 and "Traceback" not in done.stderr
     assert json.loads((tmp_path / "s.json").read_text())["restarts"][-1]["line"] == "ValueError: out of KV cache"
 
@@ -131,3 +132,47 @@ def test_ps_reads_the_record_as_the_watch_wrote_it(tmp_path: Path):
     assert "1 group restart(s) (1 within the window; bound 5 in 10m)" in lines[0]
     assert lines[0].endswith("the engine exited with status 3: ValueError: out of KV cache")
     assert record.halted is None and not any("STOPPED" in li for li in lines)
+
+
+def test_restarts_in_a_row_that_never_served_stop_the_group_however_slow_each_was(tmp_path: Path):
+    """A node that never comes back, or a boot that always fails after a long load: each attempt may take longer
+    than window / limit, so the window alone would never trip; restarts in a row without serving do."""
+    port = free_port()
+    old = time.time() - 3600  # all outside the 600 s window
+    streak = [{"time": old + i, "reason": "rank(s) [1] did not join within 600s", "rank": 0, "node": "n0",
+               "line": "", "served": False} for i in range(2)]
+    (tmp_path / "state-0.json").write_text(json.dumps({"restarts": streak, "halted": None}))
+    head = start(tmp_path, 0, port, SERVE, limit=2)
+    time.sleep(3)
+    head.send_signal(signal.SIGTERM)  # it would stay HALT_TELL seconds to tell late ranks; a stop ends that
+    status, out, err = finish(head, timeout=30)
+    assert status == 0 and "engine up" not in out
+    assert "2 restarts in a row without serving" in state(tmp_path, 0)["halted"]["reason"]
+
+
+def test_a_served_restart_breaks_the_streak(tmp_path: Path):
+    port = free_port()
+    old = time.time() - 3600
+    history = [{"time": old + i, "reason": "x", "rank": 1, "node": "n1", "line": "", "served": i == 1}
+               for i in range(2)]
+    (tmp_path / "state-0.json").write_text(json.dumps({"restarts": history, "halted": None}))
+    head = start(tmp_path, 0, port, SERVE, limit=2)
+    worker = start(tmp_path, 1, port, SERVE, limit=2)
+    time.sleep(4)
+    assert head.poll() is None and worker.poll() is None  # one unserved restart since the last served one: runs
+    worker.send_signal(signal.SIGTERM)
+    finish(worker), finish(head)
+
+
+def test_a_rank_of_another_group_is_turned_away_and_a_damaged_record_starts_afresh(tmp_path: Path):
+    port = free_port()
+    (tmp_path / "state-0.json").write_text("[1, 2, 3]")  # JSON, but not a record
+    head = start(tmp_path, 0, port, SERVE, group="r:new")
+    stranger = start(tmp_path, 1, port, SERVE, group="r:old")  # a leftover container of an earlier shape
+    time.sleep(4)
+    head.send_signal(signal.SIGTERM)
+    stranger.send_signal(signal.SIGTERM)
+    status, out, err = finish(head)
+    assert status == 143 and "engine up" not in out, err  # it never met the stranger, and did not crash
+    assert "stopped while its group met" in state(tmp_path, 0)["restarts"][-1]["reason"]
+    assert "engine up" not in finish(stranger)[1]

@@ -47,11 +47,14 @@ def test_a_rank_that_fails_every_boot_stops_at_its_bound_and_ps_names_it(project
     assert ps.returncode == 1, ps.stdout  # stopped for good: a status a script sees
     assert "STOPPED at its restart bound: 2 restarts within 600s" in ps.stdout, ps.stdout
     assert "rank 1 (spark2)" in ps.stdout and "injected by the test" in ps.stdout
-    # Still stopped after the worker's node reboots: its watch remembers, and exit 0 is not restarted.
-    lab.stop_dockerd(lab.nodes[1])
-    lab.start_dockerd(lab.nodes[1])
+    # Still stopped after each node reboots: exit 0 is not restarted (and a watch started anyway would remember).
+    started = {n.name: state(lab, n, "crashloop")["StartedAt"] for n in lab.nodes[:2]}
+    for node in lab.nodes[:2]:
+        lab.stop_dockerd(node)
+        lab.start_dockerd(node)
     time.sleep(5)
     assert stopped()
+    assert {n.name: state(lab, n, "crashloop")["StartedAt"] for n in lab.nodes[:2]} == started  # never started again
 
 
 def models_answer(lab: Lab) -> bool:

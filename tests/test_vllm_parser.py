@@ -89,6 +89,7 @@ def test_every_vllm_flag_recipegen_writes_parses_in_the_real_vllm(site: Path, tm
                           input=json.dumps([*(argv for *_, argv in ranks), ["m", "--max-model-length", "5"]]))
     assert done.returncode == 0, done.stderr[-3000:]
     *results, typo = json.loads(done.stdout.strip().splitlines()[-1])
+    assert len(results) == len(ranks)
     assert "--max-model-length" in typo["error"]
 
     head = {"cpu1": "10.0.0.11"}

@@ -2,7 +2,8 @@
 listeners given one port on a node cannot both bind: the second fails at boot (vLLM: "Address already in use"),
 often minutes in, after the weights loaded. The ports in play on the head node: the engine's API port (`--port`,
 else the engine's default), the Ray head's port (`ray_port`), the rendezvous port (`master_port`: vLLM's
-`--master-port`, SGLang's `--dist-init-addr` port) and the transfer helpers' port (`transfer_port`).
+`--master-port`, SGLang's `--dist-init-addr` port), the transfer helpers' port (`transfer_port`) and the group
+watches' port (`group_port`).
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ def head_listeners(recipe: Recipe, cluster: Cluster) -> list[Listener]:
 
 
 @rule("port-collision", ERROR, "two listeners given one port on a node's host network (API, Ray head, rendezvous, "
-                               "transfer)", needs_cluster=True)
+                               "transfer, group watch)", needs_cluster=True)
 def _port_collision(recipe: Recipe, cluster: Cluster | None) -> Findings:
     api = _api_port(recipe)
     if cluster is None or api is None:

@@ -1,4 +1,4 @@
-"""A deployment's group restarts as its head's group watch recorded them (engines/groupwatch.py, `restart =
+"""A deployment's group restarts as its head's group watch recorded them (runtime/groupwatch.py, `restart =
 "group"`): read from the head's container with `docker cp` (it works on a stopped container too), for `ps`."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Any
 
 from generator.deploy.docker import DockerError
 from generator.deploy.targets import Target
-from generator.engines.groupwatch import STATE
+from generator.plan.types import GROUP_STATE
 
 
 @dataclass(frozen=True)
@@ -47,7 +47,7 @@ def read_group(target: Target, container: str) -> GroupRecord | None:
     """The record in `container` on target's node; None when there is none (no restart yet, no watch, no
     container)."""
     try:
-        tar = target.docker.run("cp", f"{container}:{STATE}", "-", timeout=20)
+        tar = target.docker.run("cp", f"{container}:{GROUP_STATE}", "-", timeout=20)
     except DockerError:
         return None
     start = tar.find('{"restarts"')  # the file's JSON inside cp's tar stream (ASCII: json.dump escapes the rest)

@@ -92,18 +92,18 @@ def _plan_node(recipe: Recipe, cluster: Cluster, chosen: tuple[Node, ...], rank:
         ulimits=cluster.ulimits, gpu=cluster.gpu, gpus=cluster.gpus_per_node, rdma=cluster.rdma, labels=labels,
         stop_grace_period=cluster.stop_grace_period,
         container=container, build_args=tuple(sorted(recipe.build_args.items())), dockerfile=recipe.dockerfile,
-        launch=launch, files=files, health=health, group=_group(cluster, chosen, container, health))
+        launch=launch, files=files, health=health, group=_group(recipe, cluster, chosen, container, health, digest))
 
 
-def _group(cluster: Cluster, chosen: tuple[Node, ...], container: ContainerOptions,
-           health: HealthCheck | None) -> GroupWatch | None:
+def _group(recipe: Recipe, cluster: Cluster, chosen: tuple[Node, ...], container: ContainerOptions,
+           health: HealthCheck | None, digest: str) -> GroupWatch | None:
     """The group watch of a rank (`restart = "group"`): it stops its engine a second before Docker would kill it."""
     if container.restart != "group":
         return None
     return GroupWatch(head=chosen[0].address, port=cluster.group_port, ranks=len(chosen),
                       limit=container.restart_limit, window_s=duration_seconds(container.restart_window),
                       grace_s=max(1, duration_seconds(cluster.stop_grace_period) - 1),
-                      health=health.url if health is not None else "")
+                      health=health.url if health is not None else "", group=f"{recipe.id}:{digest}")
 
 
 def container_options(recipe: Recipe, cluster: Cluster) -> ContainerOptions:

@@ -26,6 +26,7 @@ HEALTH_PROBE_TLS = ("import ssl, sys, urllib.request; context = ssl.create_defau
                     "context.check_hostname = False; context.verify_mode = ssl.CERT_NONE; "
                     "urllib.request.urlopen(sys.argv[1], timeout=10, context=context)")
 HEALTH_INTERVAL = "15s"
+GROUP_STATE = "/tmp/.recipegen-group.json"  # where each rank's group watch keeps its record; `ps` reads the head's
 HEALTH_TIMEOUT = "15s"
 HEALTH_RETRIES = 4  # a minute of failures marks a serving head unhealthy; a busy one answers /health in time
 
@@ -97,7 +98,7 @@ class Launch:
 
 @dataclass(frozen=True)
 class GroupWatch:
-    """The group watch a rank runs under (engines/groupwatch.py, `restart = "group"`): it meets the other ranks'
+    """The group watch a rank runs under (runtime/groupwatch.py, `restart = "group"`): it meets the other ranks'
     watches on the head's `port` before the engine starts, and stops its engine, so that Docker restarts every rank,
     when any rank ends; after `limit` restarts within `window_s` seconds it stops for good."""
 
@@ -108,25 +109,27 @@ class GroupWatch:
     window_s: int
     grace_s: int  # how long the engine gets to stop before it is killed
     health: str  # the head's /health URL (the head only): a serving engine that stops answering ends the group
+    group: str  # `<recipe id>:<input hash>`: a rank of another shape of the recipe (a leftover) is turned away
 
     def words(self, rank: int, node: str) -> tuple[Arg, ...]:
         """`python3 -c <the watch> --rank ... --`: what goes before the rank's own entrypoint."""
         words = ["python3", "-c", _watch_source(), "--rank", str(rank), "--ranks", str(self.ranks), "--node", node,
                  "--head", self.head, "--port", str(self.port), "--limit", str(self.limit),
-                 "--window", str(self.window_s), "--grace", str(self.grace_s),
+                 "--window", str(self.window_s), "--grace", str(self.grace_s), "--state", GROUP_STATE,
+                 "--group", self.group,
                  *(("--health", self.health) if self.health else ()), "--"]
         return tuple(Arg(w, COMPILER) for w in words)
 
 
 @lru_cache(maxsize=1)
 def _watch_source() -> str:
-    """engines/groupwatch.py as the compiler ships it (`python3 -c`): its docstring, which explains the design to a
+    """runtime/groupwatch.py as the compiler ships it (`python3 -c`): its docstring, which explains the design to a
     reader of recipegen, replaced by one line saying where to read it."""
     # Read, not imported: the compiler has no use for its sockets and threads (nor their import time).
-    text = (Path(__file__).resolve().parent.parent / "engines" / "groupwatch.py").read_text("utf-8")
+    text = (Path(__file__).resolve().parent.parent / "runtime" / "groupwatch.py").read_text("utf-8")
     start = text.index('"""')
     end = text.index('"""', start + 3) + 3
-    return ("# recipegen's group watch (generator/engines/groupwatch.py; docs/self-healing.md): PID 1 of this rank.\n"
+    return ("# recipegen's group watch (generator/runtime/groupwatch.py; docs/self-healing.md): PID 1 of this rank.\n"
             + text[:start] + text[end:].lstrip("\n"))
 
 

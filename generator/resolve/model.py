@@ -83,7 +83,7 @@ class ContainerOptions:
     log_max_size: str = "100m"  # "" leaves logging to the daemon's settings
     log_max_files: int = 3
     health_start_period: str = "30m"
-    restart: str = "group"  # "group": any rank's end restarts every rank (engines/groupwatch.py); "never"
+    restart: str = "group"  # "group": any rank's end restarts every rank (runtime/groupwatch.py); "never"
     restart_limit: int = 5  # group restarts within restart_window before the recipe stops for good
     restart_window: str = "30m"
 

@@ -2,11 +2,13 @@
 Kubernetes LeaderWorkerSet group does (RecreateGroupOnPodRestart), with Docker's own restart machinery and no operator.
 
 Each rank's watch meets the head's on the cluster's `group_port` before its engine starts (the head says "go" once
-every rank is there), keeps that connection while the engines run, and, when any rank's engine exits, its node stops
-(SIGTERM) or goes silent, or the serving head stops answering /health, stops its engine and exits non-zero: Docker's
-`restart: on-failure` starts every container again (a rebooted node's too: 143) and the group meets afresh. After
-`limit` restarts within `window` seconds (kept in the container's own files, STATE) it exits 0, which `on-failure`
-does not restart. It never touches a peer: no Docker socket, no SSH. docs/self-healing.md says why it is built so.
+every rank of the same group is there), keeps that connection while the engines run, and, when any rank's engine
+exits, its node stops (SIGTERM) or goes silent, or the serving head stops answering /health, stops its engine and
+exits non-zero: Docker's `restart: on-failure` starts every container again (a rebooted node's too: 143) and the
+group meets afresh. It stops for good, exiting 0 (which `on-failure` does not restart), after `limit` restarts within
+`window` seconds, or after `limit` restarts in a row with the group never serving in between (a boot that always
+fails, a node that never comes back, however slowly each attempt fails). The record is kept in the container's own
+files (`--state`). It never touches a peer: no Docker socket, no SSH. docs/self-healing.md says why it is built so.
 Standard library only, Python 3.8+ (it runs in the engine's image), shipped as `python3 -c` (no host path, no config).
 """
 
@@ -27,7 +29,6 @@ import time
 import urllib.request
 from typing import Any, Deque, Dict, List, Optional, Tuple
 
-STATE = os.environ.get("RECIPEGEN_GROUP_STATE") or "/tmp/.recipegen-group.json"  # the variable: for tests
 PING, SILENT = 2.0, 20.0  # seconds between pings; a peer silent for SILENT seconds is lost
 GATHER = 600.0  # how long a rank waits for its group before the wait itself counts as a failed start
 HALT_TELL = 60.0  # how long a halted head stays to tell the ranks that come why
@@ -45,33 +46,46 @@ class Options:
         self.rank, self.ranks = int(pairs["--rank"]), int(pairs["--ranks"])
         self.node, self.head, self.port = pairs["--node"], pairs["--head"], int(pairs["--port"])
         self.limit, self.window, self.grace = int(pairs["--limit"]), float(pairs["--window"]), float(pairs["--grace"])
-        self.health = pairs.get("--health", "")
+        self.health, self.state, self.group = pairs.get("--health", ""), pairs["--state"], pairs["--group"]
         self.me = "rank %d (%s)" % (self.rank, self.node)
 
 
 class State:
-    """The restarts this container saw, kept in its own files."""
+    """The restarts this container saw, kept in its own files (a restarted container keeps them)."""
 
-    def __init__(self) -> None:
+    def __init__(self, path: str) -> None:
+        self.path = path
         self.data: Dict[str, Any] = {"restarts": [], "halted": None}
-        try:
-            with open(STATE) as f:
-                self.data.update(json.load(f))
-        except (OSError, ValueError):  # a new container: nothing recorded yet
-            pass
+        with contextlib.suppress(OSError, ValueError):  # none yet (a new container), or damaged: start afresh
+            with open(path) as f:
+                found = json.load(f)
+            if isinstance(found, dict) and isinstance(found.get("restarts"), list):
+                self.data.update(found)
 
     def save(self) -> None:
-        with open(STATE + ".new", "w") as f:
+        with open(self.path + ".new", "w") as f:
             json.dump(self.data, f)
-        os.replace(STATE + ".new", STATE)
+        os.replace(self.path + ".new", self.path)  # whole or not at all, even under kill -9
 
-    def restart(self, reason: str, rank: int, node: str, line: str, opts: Options) -> None:
-        entry = {"time": time.time(), "reason": reason, "rank": rank, "node": node, "line": line}
+    def restart(self, reason: str, rank: int, node: str, line: str, served: bool, opts: Options) -> None:
+        entry = {"time": time.time(), "reason": reason, "rank": rank, "node": node, "line": line, "served": served}
         self.data["restarts"], self.data["bound"] = (self.data["restarts"] + [entry])[-100:], [opts.limit, opts.window]
         self.save()
 
-    def recent(self, window: float) -> List[Dict[str, Any]]:
-        return [r for r in self.data["restarts"] if r["time"] >= time.time() - window]
+    def halt_reason(self, opts: Options) -> Optional[str]:
+        """Why the group must stop for good now, or None."""
+        restarts = [r for r in self.data["restarts"] if isinstance(r, dict)]
+        recent = [r for r in restarts if r.get("time", 0) >= time.time() - opts.window]
+        streak = 0
+        for entry in reversed(restarts):
+            if entry.get("served"):
+                break
+            streak += 1
+        if len(recent) >= opts.limit:
+            return "%d restarts within %gs; the last: %s" % (len(recent), opts.window, recent[-1].get("reason"))
+        if streak >= opts.limit:
+            return "%d restarts in a row without serving; the last: %s" % (streak, restarts[-1].get("reason"))
+        return None
 
     def halt(self, reason: str) -> None:
         self.data["halted"] = {"time": time.time(), "reason": reason}
@@ -81,13 +95,13 @@ class State:
         """Mark the engine running (now) or not; a mark found at start is an end nobody recorded: a kill -9."""
         if not now and self.data.pop("running", None):
             self.restart("%s: its container ended unrecorded (SIGKILL, or the OOM killer)" % opts.me, opts.rank,
-                         opts.node, "", opts)
+                         opts.node, "", bool(self.data.pop("served_once", False)), opts)
         self.data["running"] = now
         self.save()
 
 
 class Peer:
-    """One TCP connection to another rank's watch: newline-delimited JSON both ways."""
+    """One TCP connection to another rank's watch: newline-delimited JSON objects both ways."""
 
     def __init__(self, sock: socket.socket) -> None:
         self.sock, self.buf, self.heard, self.rank, self.node = sock, b"", time.monotonic(), -1, "?"
@@ -97,7 +111,7 @@ class Peer:
             self.sock.sendall((json.dumps(message) + "\n").encode())
 
     def read(self) -> Optional[List[Dict[str, Any]]]:
-        """Messages now readable; None when the peer closed."""
+        """Messages now readable; None when the peer closed, or said what no watch says."""
         try:
             data = self.sock.recv(65536)
         except OSError:
@@ -107,7 +121,11 @@ class Peer:
         self.heard = time.monotonic()
         self.buf += data
         *lines, self.buf = self.buf.split(b"\n")
-        return [json.loads(line) for line in lines if line.strip()]
+        try:
+            messages = [json.loads(line) for line in lines if line.strip()]
+        except ValueError:
+            return None
+        return messages if all(isinstance(m, dict) for m in messages) else None
 
 
 class Engine:
@@ -137,14 +155,11 @@ class Engine:
         return (errors or lines or [""])[-1][-300:]
 
     def stop(self, grace: float) -> None:
-        """SIGTERM to the engine's whole session, SIGKILL after grace seconds."""
-        for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
-            if self.exited():
-                return
-            try:
+        """SIGTERM to the engine's whole session (its children too, when its main process is gone already), SIGKILL
+        to what is left after grace seconds."""
+        for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 0.0)):
+            with contextlib.suppress(OSError):  # nothing left in the session
                 os.killpg(self.proc.pid, sig)
-            except OSError:
-                return
             deadline = time.monotonic() + wait
             while time.monotonic() < deadline and not self.exited():
                 time.sleep(0.1)
@@ -152,11 +167,11 @@ class Engine:
 
 class Watch:
     def __init__(self, opts: Options) -> None:
-        self.opts, self.state = opts, State()
+        self.opts, self.state = opts, State(opts.state)
         self.peers: List[Peer] = []
         self.listener: Optional[socket.socket] = None  # the head's, from its first meeting on
         self.engine: Optional[Engine] = None
-        self.stopping = False
+        self.stopping, self.served = False, False  # served: this group answered once since it met
         signal.signal(signal.SIGTERM, self._term)
         signal.signal(signal.SIGINT, self._term)
 
@@ -164,11 +179,16 @@ class Watch:
         self.stopping = True
 
     def run(self) -> int:
+        try:
+            return self._run()
+        except Exception as err:  # a port taken, a broken network ...: recorded, so that the bound still holds
+            return self.fail("%s: the group watch failed: %s: %s" % (self.opts.me, type(err).__name__, err), 1)
+
+    def _run(self) -> int:
         self.state.running(self.opts, False)
-        recent, halted = self.state.recent(self.opts.window), self.state.data["halted"]
-        if halted or len(recent) >= self.opts.limit:
-            reason = halted["reason"] if halted else "%d restarts within %gs; the last: %s" % (
-                len(recent), self.opts.window, recent[-1]["reason"])
+        halted = self.state.data.get("halted")
+        reason = str(halted.get("reason")) if isinstance(halted, dict) else self.state.halt_reason(self.opts)
+        if reason:
             self.state.halt(reason)
             say("stopped for good at its restart bound (%s); `recipegen down` then `up` starts afresh" % reason)
             return self.tell_halt(reason) if self.opts.rank == 0 else 0
@@ -194,6 +214,8 @@ class Watch:
                     missing = sorted(set(range(1, self.opts.ranks)) - {p.rank for p in self.peers})
                     return self.fail("rank(s) %s did not join within %gs" % (missing, GATHER), 1)
                 self.accept(listener, 1.0)
+                ready, _, _ = select.select([p.sock for p in self.peers], [], [], 0)
+                self.peers = [p for p in self.peers if p.sock not in ready or p.read() is not None]  # gone: drop
             for peer in self.peers:
                 peer.send(go=True)
             return None
@@ -208,7 +230,7 @@ class Watch:
                 continue
             peer = Peer(sock)
             peer.rank, peer.node = 0, "the head"
-            peer.send(hello=self.opts.rank, node=self.opts.node)
+            peer.send(hello=self.opts.rank, node=self.opts.node, group=self.opts.group)
             while not self.stopping and time.monotonic() < deadline:
                 ready, _, _ = select.select([sock], [], [], 1.0)
                 messages = peer.read() if ready else []
@@ -216,8 +238,8 @@ class Watch:
                     break  # the head went away while the group met: try again
                 for message in messages:
                     if "halt" in message:
-                        self.state.halt(message["halt"])
-                        say("stopping for good: the head says: " + message["halt"])
+                        self.state.halt(str(message["halt"]))
+                        say("stopping for good: the head says: %s" % message["halt"])
                         return 0
                     if message.get("go"):
                         self.peers = [peer]
@@ -233,28 +255,30 @@ class Watch:
         return listener
 
     def accept(self, listener: socket.socket, timeout: float) -> Optional[Peer]:
-        """Take one connection and its hello (within timeout); replaces an older one of the same rank."""
+        """Take one connection and its hello (within timeout), from a rank of this very group (recipe and inputs):
+        a leftover container of another shape of it is turned away. It replaces an older one of the same rank."""
         ready, _, _ = select.select([listener], [], [], timeout)
         if not ready:
             return None
         sock, _ = listener.accept()
         sock.settimeout(5)
         peer = Peer(sock)
-        try:
-            hello = peer.read()
-        except ValueError:  # not a watch's hello
-            hello = None
+        first = (peer.read() or [{}])[0]
         sock.settimeout(None)
-        if not hello or "hello" not in hello[0]:
+        rank = first.get("hello")
+        if not isinstance(rank, int) or not 0 < rank < self.opts.ranks or first.get("group") != self.opts.group:
             sock.close()
             return None
-        peer.rank, peer.node = int(hello[0]["hello"]), str(hello[0].get("node", "?"))
+        peer.rank, peer.node = rank, str(first.get("node", "?"))
         self.peers = [p for p in self.peers if p.rank != peer.rank] + [peer]
         return peer
 
     def tell_halt(self, reason: str) -> int:
         """A halted head answers each rank that comes within HALT_TELL seconds with why, then exits 0."""
-        listener = self.listen() if self.opts.ranks > 1 else None
+        listener = None
+        if self.opts.ranks > 1:
+            with contextlib.suppress(OSError):  # the port taken: the workers stop at their own bound instead
+                listener = self.listen()
         deadline = time.monotonic() + HALT_TELL
         while listener is not None and time.monotonic() < deadline and not self.stopping:
             for peer in filter(None, [self.accept(listener, 1.0)]):
@@ -266,6 +290,9 @@ class Watch:
         listener, last_ping = self.listener, 0.0
         health = Health(self.opts.health) if self.opts.health else None
         while True:
+            if health is not None and health.answered and not self.served:
+                self.served = self.state.data["served_once"] = True
+                self.state.save()
             if self.stopping:
                 return self.fail("%s stopped (SIGTERM: docker stop, or its node shutting down)" % self.opts.me, 143)
             if self.engine.exited():  # a peer's failure often ends this engine too: the peer's word is the cause
@@ -279,7 +306,7 @@ class Watch:
                                  1, self.engine.last_line())
             if time.monotonic() - last_ping > PING:
                 for peer in self.peers:
-                    peer.send(ping=True)
+                    peer.send(ping=True, serving=self.served)
                 last_ping = time.monotonic()
             socks: List[Any] = [p.sock for p in self.peers] + ([listener] if listener else [])
             ready, _, _ = select.select(socks, [], [], 0.5)
@@ -292,8 +319,11 @@ class Watch:
                 if messages is None or time.monotonic() - peer.heard > SILENT:
                     return self.fail("lost %s (its watch went silent)" % who, 1)
                 for message in messages:
+                    if message.get("serving") and not self.served:  # the head served: this group works
+                        self.served = self.state.data["served_once"] = True
+                        self.state.save()
                     if "failed" in message:
-                        return self.fail(message["failed"], 1, message.get("line", ""), peer)
+                        return self.fail(str(message["failed"]), 1, str(message.get("line", "")), peer)
 
     def message_within(self, seconds: float) -> Optional[Tuple[Peer, Dict[str, Any]]]:
         """A peer's `failed` message arriving within seconds, with its peer."""
@@ -317,7 +347,8 @@ class Watch:
         if self.engine is not None:
             self.engine.stop(self.opts.grace)
         self.state.data["running"] = False
-        self.state.restart(reason, rank, node, line, self.opts)
+        self.state.data.pop("served_once", None)
+        self.state.restart(reason, rank, node, line, self.served, self.opts)
         say("group restart: %s%s" % (reason, (": " + line) if line else ""))
         return status
 
