@@ -241,11 +241,17 @@ def _change_two_recipes(project: Path) -> None:
         _edit(project / "recipes" / rid / "recipe.toml", '"--port"', '"--max-num-seqs", "4", "--port"')
 
 
+def interruptible() -> None:
+    """In the child: Ctrl-C (SIGINT) reaches it even when this run was started where SIGINT is ignored (a
+    background job of a non-interactive shell), which the child would inherit."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _build_until_paused(project: Path, renames: int) -> subprocess.Popen:
     """A real `recipegen build` stopped after `renames` renames of its commit (the documented test hook)."""
     env = {**os.environ, "RECIPEGEN_TEST_PAUSE_COMMIT_AFTER": str(renames)}
     proc = subprocess.Popen([sys.executable, "-m", "generator", "build"], cwd=project, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=interruptible)
     line = proc.stderr.readline()
     assert "paused in commit" in line, line + proc.stderr.read()
     return proc

@@ -66,7 +66,9 @@ def test_one_ranks_crash_ends_every_rank_and_the_head_records_who_and_why(tmp_pa
     worker = start(tmp_path, 1, port, CRASH, shipped=True)
     w_status, _, w_err = finish(worker)
     h_status, h_out, _ = finish(head)
-    assert (w_status, h_status) == (1, 1)  # both exit non-zero: Docker's on-failure restarts both
+    # Both exit non-zero, so Docker's on-failure restarts both; the head's 2 says it only followed (`up` names the
+    # worker, whose own end it was).
+    assert (w_status, h_status) == (1, 2)
     assert "engine up" in h_out  # the head's engine had started: the group met
     last = state(tmp_path, 0)["restarts"][-1]
     assert last["rank"] == 1 and last["node"] == "n1"
@@ -82,7 +84,7 @@ def test_a_stopped_worker_exits_143_and_the_head_restarts_the_group(tmp_path: Pa
     time.sleep(4)  # the group met, both engines run
     worker.send_signal(signal.SIGTERM)  # its node shuts down
     assert finish(worker)[0] == 143  # on-failure restarts it when its dockerd starts again
-    assert finish(head)[0] == 1
+    assert finish(head)[0] == 2  # it followed
     assert "rank 1 (n1) stopped (SIGTERM" in state(tmp_path, 0)["restarts"][-1]["reason"]
 
 
@@ -176,3 +178,23 @@ def test_a_rank_of_another_group_is_turned_away_and_a_damaged_record_starts_afre
     assert status == 143 and "engine up" not in out, err  # it never met the stranger, and did not crash
     assert "stopped while its group met" in state(tmp_path, 0)["restarts"][-1]["reason"]
     assert "engine up" not in finish(stranger)[1]
+
+
+def test_up_names_the_rank_whose_end_it_was_not_the_one_that_followed():
+    """Both ranks of a group are down at once; `up` names the one whose watch did not merely follow (exit 2)."""
+    from types import SimpleNamespace
+
+    from generator.deploy.backends.base import RankState
+    from generator.deploy.readiness import DeployFailed, wait_until_serving
+
+    head = RankState("spark1", "c1", "r-engine-1", "restarting", "exit 2", 1, followed=True)
+    worker = RankState("spark2", "c2", "r-engine-1", "restarting", "exit 1", 1)
+    dep = SimpleNamespace(plan=SimpleNamespace(served_model_name="tiny"), head=SimpleNamespace(name="spark1"),
+                          url="http://127.0.0.1:9")
+    backend = SimpleNamespace(states=lambda d: [head, worker])
+    try:
+        wait_until_serving(dep, backend, 5, lambda node, what: None)  # type: ignore[arg-type]
+    except DeployFailed as err:
+        assert str(err).startswith("rank on spark2 is restarting: exit 1")
+    else:
+        raise AssertionError("up did not fail")

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from lab import IMAGE, Lab
+from test_cli_safety import interruptible  # Ctrl-C reaches the child however this run started
 
 pytestmark = pytest.mark.lab
 
@@ -34,6 +35,7 @@ args = ["--served-model-name", "tiny", "--speculative-config",
 HF_HUB_OFFLINE = "1"
 LAB_JOIN_TIMEOUT = "5"
 '''
+
 
 
 def repo(root: Path, model: str) -> Path:
@@ -151,7 +153,7 @@ def test_interrupted_copy_leaves_nothing_running_and_resumes(project: Path, clea
     subprocess.run(shape, check=True)
     try:
         proc = subprocess.Popen(["recipegen", "models", "spec"], cwd=project, env=lab.env, text=True,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=interruptible)
         partial = repo(b.hf_cache, MODEL) / "blobs"
         deadline = time.monotonic() + 60
         while not (partial.exists() and any(p.name.endswith(".recipegen-partial") and p.stat().st_size > 1 << 20

@@ -34,15 +34,17 @@ def wait_until_serving(dep: CompiledDeployment, backend: Backend, timeout: float
     served = dep.plan.served_model_name
     head_health = "-"
     while True:
-        for rank in backend.states(dep):
+        states = backend.states(dep)
+        for rank in states:
             if rank.node == dep.head.name:
                 head_health = rank.health
             shown = rank.state + (f" ({rank.restarts} restarts)" if rank.restarts else "")
             if seen.get(rank.node) != shown:
                 seen[rank.node] = shown
                 on_change(rank.node, shown)
-            if rank.failed:
-                raise DeployFailed(f"rank on {rank.node} is {rank.state}: {rank.status}")
+        failed = sorted((r for r in states if r.failed), key=lambda r: r.followed)  # the cause first, not a follower
+        if failed:
+            raise DeployFailed(f"rank on {failed[0].node} is {failed[0].state}: {failed[0].status}")
         health = _get(f"{dep.url}/health")
         if health is not None and phase == "starting":
             phase = "healthy"

@@ -26,6 +26,7 @@ HEALTH_PROBE_TLS = ("import ssl, sys, urllib.request; context = ssl.create_defau
                     "context.check_hostname = False; context.verify_mode = ssl.CERT_NONE; "
                     "urllib.request.urlopen(sys.argv[1], timeout=10, context=context)")
 HEALTH_INTERVAL = "15s"
+GROUP_FOLLOWED = 2  # the group watch's exit status when another rank's end stopped this one (runtime/groupwatch.py)
 GROUP_STATE = "/tmp/.recipegen-group.json"  # where each rank's group watch keeps its record; `ps` reads the head's
 HEALTH_TIMEOUT = "15s"
 HEALTH_RETRIES = 4  # a minute of failures marks a serving head unhealthy; a busy one answers /health in time

@@ -73,9 +73,13 @@ def find_model(model: str, revision: str | None, mounts: tuple[Mount, ...] = ())
         return read_folder(folder)
     cache = hub_cache()
     repo = cache / (ref.cache_folder or "")
-    if not cache.is_dir():
-        return NotFound(f"no local Hugging Face cache at {cache}", cache_exists=False)
-    snapshot = _snapshot(repo, revision)
+    try:
+        if not cache.is_dir():
+            return NotFound(f"no local Hugging Face cache at {cache}", cache_exists=False)
+        snapshot = _snapshot(repo, revision)
+    except OSError as err:  # a cache this user may not enter: unknown, as with none (fit never fails a build)
+        return NotFound(f"the local Hugging Face cache at {cache} cannot be read: {err.strerror or err}",
+                        cache_exists=False)
     if snapshot is None:
         return NotFound(f"no config.json for '{model}'{f' at revision {revision}' if revision else ''} in the local "
                         f"Hugging Face cache ({cache})")

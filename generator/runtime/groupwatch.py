@@ -33,6 +33,9 @@ PING, SILENT = 2.0, 20.0  # seconds between pings; a peer silent for SILENT seco
 GATHER = 600.0  # how long a rank waits for its group before the wait itself counts as a failed start
 HALT_TELL = 60.0  # how long a halted head stays to tell the ranks that come why
 HEALTH_EVERY, HEALTH_FAILS = 15.0, 4  # the head's /health: asked this often, lost after this many misses in a row
+# Exit statuses, each non-zero one restarted by Docker's on-failure: this rank's own end (1), this rank stopping
+# because another rank of its group ended (FOLLOWED: `up` names the rank that did not), its node stopping (143).
+FAILED, FOLLOWED = 1, 2
 
 
 def say(text: str) -> None:
@@ -298,7 +301,7 @@ class Watch:
             if self.engine.exited():  # a peer's failure often ends this engine too: the peer's word is the cause
                 cause = self.message_within(1.0)
                 if cause is not None:
-                    return self.fail(cause[1]["failed"], 1, cause[1].get("line", ""), cause[0])
+                    return self.fail(str(cause[1]["failed"]), FOLLOWED, str(cause[1].get("line", "")), cause[0])
                 return self.fail("%s: the engine exited with status %s" % (self.opts.me, self.engine.status), 1,
                                  self.engine.last_line())
             if health is not None and health.lost():
@@ -312,18 +315,18 @@ class Watch:
             ready, _, _ = select.select(socks, [], [], 0.5)
             newcomer = self.accept(listener, 0) if listener is not None and listener in ready else None
             if newcomer is not None:  # a rank met again while the group ran: it restarted on its own
-                return self.fail("rank %d (%s) restarted" % (newcomer.rank, newcomer.node), 1)
+                return self.fail("rank %d (%s) restarted" % (newcomer.rank, newcomer.node), FOLLOWED)
             for peer in self.peers:
                 messages = peer.read() if peer.sock in ready else []
                 who = "the head" if self.opts.rank else "rank %d (%s)" % (peer.rank, peer.node)
                 if messages is None or time.monotonic() - peer.heard > SILENT:
-                    return self.fail("lost %s (its watch went silent)" % who, 1)
+                    return self.fail("lost %s (its watch went silent)" % who, FOLLOWED)
                 for message in messages:
                     if message.get("serving") and not self.served:  # the head served: this group works
                         self.served = self.state.data["served_once"] = True
                         self.state.save()
                     if "failed" in message:
-                        return self.fail(str(message["failed"]), 1, str(message.get("line", "")), peer)
+                        return self.fail(str(message["failed"]), FOLLOWED, str(message.get("line", "")), peer)
 
     def message_within(self, seconds: float) -> Optional[Tuple[Peer, Dict[str, Any]]]:
         """A peer's `failed` message arriving within seconds, with its peer."""

@@ -26,6 +26,7 @@ class RankState:
     restarts: int = 0
     health: str = "-"  # the image's healthcheck, when it has one
     uptime: str = "-"
+    followed: bool = False  # it stopped because another rank of its group ended (the group watch said so)
 
     @property
     def failed(self) -> bool:

@@ -12,7 +12,7 @@ from generator.deploy.group import GroupRecord, read_group
 from generator.deploy.names import container_name
 from generator.deploy.requirements import check_compose
 from generator.deploy.targets import CompiledDeployment, Deployment, OnNode, Target, each
-from generator.plan.types import duration_seconds
+from generator.plan.types import GROUP_FOLLOWED, duration_seconds
 
 
 def rank_state(target: OnNode, name: str, info: JSONObject | None) -> RankState:
@@ -29,7 +29,8 @@ def rank_state(target: OnNode, name: str, info: JSONObject | None) -> RankState:
     return RankState(target.name, ctx, str(info.get("Name", name)).lstrip("/"), status,
                      detail + (f" after {restarts} restart(s)" if restarts else ""), restarts,
                      str(health.get("Status", "-")) if isinstance(health, dict) else "-",
-                     since(str(st.get("StartedAt", ""))) if status == "running" else "-")
+                     since(str(st.get("StartedAt", ""))) if status == "running" else "-",
+                     followed=st.get("ExitCode") == GROUP_FOLLOWED)
 
 
 class ComposeBackend:

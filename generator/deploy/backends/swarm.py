@@ -11,7 +11,7 @@ from generator.deploy.group import GroupRecord
 from generator.deploy.names import NODE_LABEL, RECIPE_LABEL, stack_service
 from generator.deploy.swarm_setup import find_manager
 from generator.deploy.targets import CompiledDeployment, Deployment, Target, each
-from generator.plan.types import duration_seconds
+from generator.plan.types import GROUP_FOLLOWED, duration_seconds
 from generator.resolve.model import Cluster, Node
 
 # A task's state (docker's TaskState) as `ps` shows a rank: a finished task is a rank that exited.
@@ -51,8 +51,11 @@ def task_state(node: str, context: str, service: str, rows: list[JSONObject], ta
     last = _last_failure(tasks)
     if last and last != said:  # a replacement task says nothing of why its rank died: the failed one does
         said = f"{said}; before: {last}"
+    ended = [_dict(_dict(t.get("Status")).get("ContainerStatus")).get("ExitCode") for t in tasks
+             if _dict(t.get("Status")).get("State") in ("failed", "complete", "shutdown")]
     return RankState(node, context, str(row.get("Name", service)), shown, said, failures, health,
-                     since(started) if shown == "running" else "-")
+                     since(started) if shown == "running" else "-",
+                     followed=bool(ended) and all(code == GROUP_FOLLOWED for code in ended))
 
 
 def _on_node(target: Target, rows: list[JSONObject], tasks: list[JSONObject]) -> JSONObject | None:
