@@ -198,3 +198,26 @@ def test_up_names_the_rank_whose_end_it_was_not_the_one_that_followed():
         assert str(err).startswith("rank on spark2 is restarting: exit 1")
     else:
         raise AssertionError("up did not fail")
+
+
+def test_up_names_the_cause_from_the_heads_record_once_both_ranks_run_again():
+    """Restarted and running again, neither rank's exit status is left to read: the head's record names the cause."""
+    from types import SimpleNamespace
+
+    from generator.deploy.backends.base import RankState
+    from generator.deploy.group import GroupRecord
+    from generator.deploy.readiness import DeployFailed, wait_until_serving
+
+    head = RankState("spark1", "c1", "r-engine-1", "running", "after 1 restart(s)", 1)
+    worker = RankState("spark2", "c2", "r-engine-1", "running", "after 1 restart(s)", 1)
+    record = GroupRecord.from_state({"restarts": [{"time": 1.0, "reason": "rank 1 (spark2): the engine exited",
+                                                   "rank": 1, "node": "spark2", "line": "boom"}]})
+    dep = SimpleNamespace(plan=SimpleNamespace(served_model_name="tiny"), head=SimpleNamespace(name="spark1"),
+                          url="http://127.0.0.1:9")
+    backend = SimpleNamespace(states=lambda d: [head, worker], group=lambda d: record)
+    try:
+        wait_until_serving(dep, backend, 5, lambda node, what: None)  # type: ignore[arg-type]
+    except DeployFailed as err:
+        assert str(err).startswith("rank on spark2 is running"), str(err)
+    else:
+        raise AssertionError("up did not fail")

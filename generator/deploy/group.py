@@ -22,6 +22,7 @@ class GroupRecord:
     last_time: float | None
     last_reason: str
     last_line: str  # the failing engine's last error line
+    last_node: str  # the node whose rank caused the last restart
     by_rank: tuple[tuple[str, int], ...]  # ("rank 1 (spark2)", restarts it caused), most first
     halted: str | None  # why the group stopped for good, when it did
 
@@ -39,6 +40,7 @@ class GroupRecord:
         halted = data.get("halted")
         return cls(len(restarts), sum(1 for r in restarts if window is None or r.get("time", 0) >= now - window),
                    bound[0], window, last.get("time"), str(last.get("reason", "")), str(last.get("line", "")),
+                   str(last.get("node", "")),
                    tuple(sorted(counts.items(), key=lambda kv: -kv[1])),
                    str(halted.get("reason")) if isinstance(halted, dict) else None)
 

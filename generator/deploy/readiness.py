@@ -14,7 +14,7 @@ import urllib.error
 import urllib.request
 from typing import Callable
 
-from generator.deploy.backends.base import Backend
+from generator.deploy.backends.base import Backend, RankState
 from generator.deploy.port import PortHolder, holder_or_reason
 from generator.deploy.targets import CompiledDeployment
 
@@ -23,6 +23,18 @@ READY_POLL_FIRST, READY_POLL_MAX = 0.2, 2.0  # seconds: quick at first, then gen
 
 class DeployFailed(Exception):
     """`up` cannot finish: a rank died, the head never served, a node refused to start."""
+
+
+def _cause(dep: CompiledDeployment, backend: Backend, failed: list[RankState]) -> RankState:
+    """Of the ranks down at once, the one whose end it was: not a rank whose group watch only followed (its exit
+    status says so while it is down), else the node the head's group record names (a restarted rank runs again,
+    its exit status gone), else the first."""
+    own = [r for r in failed if not r.followed]
+    if len(own) > 1:
+        record = backend.group(dep)
+        named = [r for r in own if record is not None and r.node == record.last_node]
+        own = named or own
+    return (own or failed)[0]
 
 
 def wait_until_serving(dep: CompiledDeployment, backend: Backend, timeout: float,
@@ -42,9 +54,10 @@ def wait_until_serving(dep: CompiledDeployment, backend: Backend, timeout: float
             if seen.get(rank.node) != shown:
                 seen[rank.node] = shown
                 on_change(rank.node, shown)
-        failed = sorted((r for r in states if r.failed), key=lambda r: r.followed)  # the cause first, not a follower
+        failed = [r for r in states if r.failed]
         if failed:
-            raise DeployFailed(f"rank on {failed[0].node} is {failed[0].state}: {failed[0].status}")
+            cause = _cause(dep, backend, failed)
+            raise DeployFailed(f"rank on {cause.node} is {cause.state}: {cause.status}")
         health = _get(f"{dep.url}/health")
         if health is not None and phase == "starting":
             phase = "healthy"
