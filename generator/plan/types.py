@@ -101,7 +101,8 @@ class Launch:
 class GroupWatch:
     """The group watch a rank runs under (runtime/groupwatch.py, `restart = "group"`): it meets the other ranks'
     watches on the head's `port` before the engine starts, and stops its engine, so that Docker restarts every rank,
-    when any rank ends; after `limit` restarts within `window_s` seconds it stops for good."""
+    when any rank ends; after `limit` restarts within `window_s` seconds, or `limit` in a row with the group never
+    serving in between, it stops for good."""
 
     head: str  # the head's fabric address
     port: int
