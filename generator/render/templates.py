@@ -105,8 +105,15 @@ _NOT_IN_BLOCK = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\ufeff\ufffe
 def block(value: str, indent: int) -> Raw | str:
     """Multi-line text (a script, a mod's file) as a YAML literal block indented by `indent`, so the committed
     file reads like the text itself; text a block cannot carry exactly falls back to a quoted scalar."""
-    if "\n" not in value.rstrip("\n") or _NOT_IN_BLOCK.search(value) or value.startswith((" ", "\t", "\n")):
-        return value  # one line, or characters only a quoted scalar keeps: finalize quotes it
+    if "\n" not in value.rstrip("\n"):
+        return value  # one line: finalize quotes it
+    return _multiline(value, indent)
+
+
+@lru_cache(maxsize=256)  # the group watch's text recurs in every rank's file: scanned and indented once
+def _multiline(value: str, indent: int) -> Raw | str:
+    if _NOT_IN_BLOCK.search(value) or value.startswith((" ", "\t", "\n")):
+        return value  # characters only a quoted scalar keeps: finalize quotes it
     body = value.replace("$", "$$")  # Compose interpolates `$` in config contents too
     stripped = body.rstrip("\n")
     trailing = len(body) - len(stripped)
