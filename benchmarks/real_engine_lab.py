@@ -117,8 +117,7 @@ def overhead(lab: Lab) -> None:
 
 def heal(lab: Lab, recipe: str, fresh: float) -> None:
     ids = lab.docker(lab.nodes[1], "ps", "-q", "--filter", f"label=dev.recipegen.recipe={recipe}").stdout.split()
-    main = int(lab.docker(lab.nodes[1], "inspect", "-f", "{{.State.Pid}}", ids[0]).stdout)
-    engine = int(Path(f"/proc/{main}/task/{main}/children").read_text().split()[0])
+    _, engine = lab.pids(lab.nodes[1], ids[0])
     start = time.monotonic()
     os.kill(engine, signal.SIGKILL)
     took = serving_after(lab, start)

@@ -89,14 +89,19 @@ def test_explain_inherited_env_and_mount(agent_spark2):
         f"({PARENT_FILE}:{line})")
 
 
-def test_explain_recipe_env_overriding_the_cluster(tmp_path, monkeypatch):
+def explain_one(tmp_path: Path, monkeypatch, rid: str, rest: str):
+    """`recipegen explain RID` of one vLLM recipe (Qwen3-32B, then `rest` of its TOML) beside the shipped cluster."""
     shutil.copy(ROOT / "cluster.toml", tmp_path / "cluster.toml")
-    recipe = tmp_path / "recipes" / "loud" / "recipe.toml"
+    recipe = tmp_path / "recipes" / rid / "recipe.toml"
     recipe.parent.mkdir(parents=True)
-    recipe.write_text('engine = "vllm"\ndocker_image = "vllm/vllm-openai:v0.11.0"\nmodel = "Qwen/Qwen3-32B"\n'
-                      '\n[env]\nNCCL_DEBUG = "INFO"\nHF_HUB_OFFLINE = "1"\n', "utf-8")
+    recipe.write_text('engine = "vllm"\ndocker_image = "vllm/vllm-openai:v0.11.0"\nmodel = "Qwen/Qwen3-32B"\n' + rest,
+                      "utf-8")
     monkeypatch.chdir(tmp_path)
-    result = run("explain", "loud")
+    return run("explain", rid)
+
+
+def test_explain_recipe_env_overriding_the_cluster(tmp_path, monkeypatch):
+    result = explain_one(tmp_path, monkeypatch, "loud", '\n[env]\nNCCL_DEBUG = "INFO"\nHF_HUB_OFFLINE = "1"\n')
     assert result.exit_code == 0, result.output
     assert explained(result.stdout, "NCCL_DEBUG=INFO").endswith(
         "# recipe (recipes/loud/recipe.toml:6); overrides cluster")
@@ -116,14 +121,8 @@ def test_explain_shows_values_byte_for_byte(tmp_path, monkeypatch):
     import subprocess
     import tomllib
 
-    shutil.copy(ROOT / "cluster.toml", tmp_path / "cluster.toml")
-    recipe = tmp_path / "recipes" / "odd" / "recipe.toml"
-    recipe.parent.mkdir(parents=True)
     text = '"' + "".join(f"\\U{ord(c):08X}" for c in HOSTILE) + '"'  # every character escaped
-    recipe.write_text('engine = "vllm"\ndocker_image = "vllm/vllm-openai:v0.11.0"\nmodel = "Qwen/Qwen3-32B"\n'
-                      f'setup = [{text}]\n[env]\nODD = {text}\n', "utf-8")
-    monkeypatch.chdir(tmp_path)
-    result = run("explain", "odd")
+    result = explain_one(tmp_path, monkeypatch, "odd", f'setup = [{text}]\n[env]\nODD = {text}\n')
     assert result.exit_code == 0, result.output
     out = result.stdout
     assert all(ch == "\n" or ch.isprintable() for ch in out), repr(out)
@@ -151,13 +150,7 @@ def _setup_list(out: str) -> list[str]:
 def test_explain_prints_setup_as_a_list(tmp_path, monkeypatch):
     """`setup` is a list: explain shows it as one, in order, each command with the line it came from (it printed
     `setup = "..."` once per command, as if the key were a string given twice)."""
-    shutil.copy(ROOT / "cluster.toml", tmp_path / "cluster.toml")
-    recipe = tmp_path / "recipes" / "steps" / "recipe.toml"
-    recipe.parent.mkdir(parents=True)
-    recipe.write_text('engine = "vllm"\ndocker_image = "vllm/vllm-openai:v0.11.0"\nmodel = "Qwen/Qwen3-32B"\n'
-                      'setup = [\n  "pip install x",\n  "echo \'a b\'",\n]\n', "utf-8")
-    monkeypatch.chdir(tmp_path)
-    result = run("explain", "steps")
+    result = explain_one(tmp_path, monkeypatch, "steps", 'setup = [\n  "pip install x",\n  "echo \'a b\'",\n]\n')
     assert result.exit_code == 0, result.output
     assert _setup_list(result.stdout) == ["pip install x", "echo 'a b'"]
     assert explained(result.stdout, '"pip install x",').endswith("recipes/steps/recipe.toml:5)")

@@ -33,8 +33,6 @@ EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "cpu"
 SERVED = "tiny"
 # Each rank on a core of its own: with vLLM's default both ranks sat on core 0 and a request took 8x longer.
 BIND = [{"VLLM_CPU_OMP_THREADS_BIND": "0"}, {"VLLM_CPU_OMP_THREADS_BIND": "1"}]
-LAB_CLUSTER = f"""stop_grace_period = "10s"
-"""
 
 
 def cpu_project(lab: Lab, root: Path, recipes: tuple[str, ...] = ("tiny-llama-tp2", "tiny-llama-pp2"),
@@ -128,9 +126,7 @@ def test_tp2_bench_quick_writes_llama_benchys_results_from_the_real_engine(tp2, 
 
 def engine_pid(lab: Lab, node, recipe: str) -> tuple[int, int]:
     """(the container's main process: the group watch, the engine: its child) as host pids."""
-    main = int(lab.docker(node, "inspect", "-f", "{{.State.Pid}}", containers(lab, node, recipe)[0]["ID"]).stdout)
-    children = Path(f"/proc/{main}/task/{main}/children").read_text().split()
-    return main, int(children[0])
+    return lab.pids(node, containers(lab, node, recipe)[0]["ID"])
 
 
 def serves_again(lab: Lab, since: float, timeout: float = 420) -> float:
@@ -270,9 +266,7 @@ def test_tp2_on_swarm_serves_and_a_killed_worker_task_brings_the_group_back(vllm
         assert ttft > 0 and rate > 0 and text
         worker = lab.docker(lab.nodes[1], "ps", "-q", "--filter",
                             "label=com.docker.swarm.service.name=tiny-llama-tp2_spark2").stdout.split()[0]
-        main = int(lab.docker(lab.nodes[1], "inspect", "-f", "{{.State.Pid}}", worker).stdout)
-        engine = int(Path(f"/proc/{main}/task/{main}/children").read_text().split()[0])
-        kill_until_served_again(lab, engine, "Swarm worker task's engine killed")
+        kill_until_served_again(lab, lab.pids(lab.nodes[1], worker)[1], "Swarm worker task's engine killed")
     finally:
         down = run(lab, root, "down", "--swarm", "tiny-llama-tp2", timeout=300)
         lab.leave_swarm()

@@ -9,13 +9,12 @@ import json
 import os
 import signal
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
 from lab import Lab
-from test_deploy_lab import SERVED, containers, project, run, vllm_recipe  # noqa: F401 - project: the fixture
+from test_deploy_lab import SERVED, containers, models, project, run, vllm_recipe  # noqa: F401 - project: the fixture
 from test_ray_lab import HEAD_ONLY, ray_project
 
 pytestmark = pytest.mark.lab
@@ -59,8 +58,7 @@ def test_a_rank_that_fails_every_boot_stops_at_its_bound_and_ps_names_it(project
 
 def models_answer(lab: Lab) -> bool:
     try:
-        with urllib.request.urlopen(f"http://{lab.nodes[0].address}:8000/v1/models", timeout=5) as response:
-            return SERVED in {m["id"] for m in json.load(response)["data"]}
+        return SERVED in models(f"http://{lab.nodes[0].address}:8000")
     except OSError:
         return False
 
@@ -72,9 +70,7 @@ def test_a_ray_recipe_whose_worker_is_killed_comes_back_serving(tmp_path: Path, 
     try:
         up = run(lab, root, "up", "ray", "--timeout", "400", timeout=500)
         assert up.returncode == 0, up.stdout + up.stderr
-        row = containers(lab, lab.nodes[1], "ray")[0]
-        main = int(lab.docker(lab.nodes[1], "inspect", "-f", "{{.State.Pid}}", row["ID"]).stdout)
-        child = int(Path(f"/proc/{main}/task/{main}/children").read_text().split()[0])
+        _, child = lab.pids(lab.nodes[1], containers(lab, lab.nodes[1], "ray")[0]["ID"])
         started = time.monotonic()
         os.kill(child, signal.SIGKILL)
         deadline = time.monotonic() + 60

@@ -91,6 +91,11 @@ def python_layout() -> PythonLayout:
     return PythonLayout(binary=out[0], stdlib=out[1], site=out[2])
 
 
+def python_version() -> str:
+    """The image python3's X.Y: the Ray and vLLM wheels must be built for it."""
+    return Path(python_layout().stdlib).name.removeprefix("python")
+
+
 def _stage_python(python: PythonLayout, rootfs: Path) -> None:
     """Copy the binary (with a python3 link), its standard library and every shared library ldd
     names for it, its extension modules and dash, at the paths the loader looks in."""

@@ -415,6 +415,12 @@ class Lab:
         return run([*self._docker_cmd(self.node(node)), *args], check=check, env=self.env,
                    timeout=timeout, input=input)
 
+    def pids(self, node: Node | str | int, container: str) -> tuple[int, int]:
+        """(the container's main process, its first child) as host pids: what a fault test kills with -9, as the
+        OOM killer would (`docker kill` is a manual stop, which restart policies ignore)."""
+        main = int(self.docker(node, "inspect", "-f", "{{.State.Pid}}", container).stdout)
+        return main, int(Path(f"/proc/{main}/task/{main}/children").read_text().split()[0])
+
     def alias_image(self, *names: str, nodes: Iterable[Node | str | int] | None = None,
                     source: str = image.IMAGE) -> None:
         """Tag the engine image (or `source`, e.g. the Ray image) as `names` on the nodes, so that compiled

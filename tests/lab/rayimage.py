@@ -18,7 +18,7 @@ from pathlib import Path
 
 from generator.engines import rayoptions
 
-from .image import IMAGE, python_layout
+from .image import IMAGE, python_layout, python_version
 from .layers import archive as archive_layers, copy_libraries, load as load_archive, shared_objects, tar_layer
 from .sysutil import LabError, run
 
@@ -32,11 +32,6 @@ LIGHT_RAY = ("--num-cpus=1", "--object-store-memory=78643200", "--disable-usage-
 WHEELS = Path(os.environ.get("RECIPEGEN_LAB_WHEELS") or Path.home() / ".cache" / "recipegen-lab" / "wheels")
 PLATFORM = ("--only-binary=:all:", "--platform", "manylinux2014_x86_64", "--implementation", "cp")
 RAY_SCRIPT = "#!/usr/bin/python3\n# The `ray` console script, as pip writes it.\nimport sys\n\nfrom ray.scripts.scripts import main\n\nsys.exit(main())\n"
-
-
-def python_version() -> str:
-    """The image python3's X.Y (the wheels must be built for it)."""
-    return Path(python_layout().stdlib).name.removeprefix("python")
 
 
 def download_command() -> list[str]:

@@ -26,7 +26,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from .image import python_layout, stage_context
+from .image import python_layout, python_version, stage_context
 from .layers import Layer, copy_libraries, shared_objects, tar_layer
 from .sysutil import LabError, run
 
@@ -72,11 +72,6 @@ def pins() -> list[Pin]:
             name, _, version = line.partition("==")
             out.append(Pin(name.strip(), version.strip()))
     return out
-
-
-def python_version() -> str:
-    """The image python3's X.Y: the lock's compiled wheels are for it."""
-    return Path(python_layout().stdlib).name.removeprefix("python")
 
 
 def download_command() -> list[str]:
