@@ -363,11 +363,13 @@ def test_docker_stop_reaches_a_joined_ray_worker(tmp_path: Path):
     ({"run.sh": "#!/bin/sh\n", "real/f.txt": "x", "linked": Path("real")}, "'linked' is a symlink"),
 ])
 def test_a_bad_mod_is_one_line_naming_the_element(tmp_path: Path, files: dict, message: str):
+    # inline: a binary file is refused (under the default "auto" it travels in an image: tests/test_mods_image.py)
     root = project(tmp_path, """\
         engine = "vllm"
         docker_image = "img"
         model = "m/m"
         mods = ["ok", "bad"]
+        mods_transport = "inline"
         """, mods={"ok": {"run.sh": "#!/bin/sh\n"}})
     bad = tmp_path / "mods" / "bad"
     bad.mkdir()

@@ -336,8 +336,8 @@ def test_a_mod_of_many_small_files_below_the_render_bound_fits(tmp_path):
     recipe = load_recipe(_recipe(tmp_path, HEAD + 'required_nodes = 2\ntensor_parallel_size = 2\nsetup = ["x"]\n'))
 
     def with_files(n: int):
-        files = (ModFile("run.sh", "#!/bin/sh\n", True),) + tuple(
-            ModFile(f"pkg/sub_{i:05d}/__init__.py", "", False) for i in range(n))
+        files = (ModFile("run.sh", b"#!/bin/sh\n", True),) + tuple(
+            ModFile(f"pkg/sub_{i:05d}/__init__.py", b"", False) for i in range(n))
         return replace(recipe, mods=(Mod("many-files", "mods/many-files", files, recipe.setup[0].origin),))
 
     count = 1

@@ -6,9 +6,11 @@ are later stages: the entry points hand the rule the renderer (generator/render/
 
 from __future__ import annotations
 
+from typing import Iterable
+
 from generator.check.registry import ERROR, Findings, LauncherSizes, rendering_rule
 from generator.diagnostics import RecipegenError
-from generator.resolve.model import MODS_DIR, Cluster, Recipe
+from generator.resolve.model import MODS_DIR, Cluster, ModFile, Recipe
 
 MAX_INLINE_LAUNCHER = 128 * 1024 - 1
 # Below this bound the launcher cannot reach the limit, so no rendering is needed: its own text (templates/
@@ -25,10 +27,20 @@ _PER_FILE = 64  # the fixed words of the line that writes one file (its path is 
 def _carried(recipe: Recipe) -> int:
     """The bytes the recipe puts into the launcher, before quoting: each file's text, its comment and its path
     (written four times: mkdir, printf, chmod and the comment), each mod's run lines, and the setup commands."""
-    files = sum(len(f.text.encode("utf-8")) + len(m.source.encode("utf-8")) + _PER_FILE
-                + 4 * len(f"{MODS_DIR}/{m.name}/{f.path}") for m in recipe.mods for f in m.files)
-    return (files + _PER_MOD * len(recipe.mods)
+    carried = () if recipe.mods_in_image else recipe.mods  # in their image, the mods' files are not in it
+    return (mods_carried((m.name, m.source, m.files) for m in carried)
             + 2 * sum(len(s.word.encode("utf-8")) for s in recipe.setup))
+
+
+def mods_carried(mods: Iterable[tuple[str, str, tuple[ModFile, ...]]]) -> int:
+    """_carried's share of the mods, each given as (name, source as the recipe names it, files)."""
+    return sum(_PER_MOD + sum(len(f.data) + len(source.encode("utf-8")) + _PER_FILE
+                              + 4 * len(f"{MODS_DIR}/{name}/{f.path}") for f in files) for name, source, files in mods)
+
+
+def mods_could_exceed(mods: Iterable[tuple[str, str, tuple[ModFile, ...]]]) -> bool:
+    """Whether mods alone could take a node's launcher past the limit (an import then carries them in an image)."""
+    return _TEMPLATE_BYTES + _QUOTED * mods_carried(mods) > MAX_INLINE_LAUNCHER
 
 
 def could_exceed(recipe: Recipe) -> bool:
@@ -44,13 +56,15 @@ def _stack_argument(recipe: Recipe, cluster: Cluster | None, launcher_sizes: Lau
         sizes = launcher_sizes(recipe, cluster)
     except RecipegenError:  # a plan that cannot be made is another rule's finding (too-many-nodes ...)
         return
-    key = "mods" if "mods" in recipe.origins else "setup"
+    mods_bytes = 0 if recipe.mods_in_image else sum(m.size for m in recipe.mods)
+    key = "mods" if mods_bytes > sum(len(s.word.encode("utf-8")) for s in recipe.setup) else "setup"
     for name, size in sizes:
         if size > MAX_INLINE_LAUNCHER:
             yield (recipe.origins[key], key,
                    f"the Swarm stack carries node {name}'s launcher with its setup and mod files as one `sh -c` "
                    f"argument of {size // 1024} KiB, above Linux's 128 KiB per argument: the task could not start; "
-                   "put the large files in the image (docker_image_dir)")
+                   + ('set mods_transport = "image" to carry the mods in an image built from docker_image'
+                      if key == "mods" else "put the large files in the image (docker_image_dir)"))
             return
 
 

@@ -93,7 +93,9 @@ def _secret(recipe: Recipe, cluster: Cluster | None) -> Findings:
     for mount in recipe.mounts:
         if SECRET_VALUE.search(mount.host) or SECRET_VALUE.search(mount.container):
             yield mount.origin, "extra_mounts", f"looks like a secret: {SECRET_FIX}"
-    for mod in recipe.mods:  # a mod's files travel inside every compose file
+    # inline, a mod's files travel inside every compose file; in their image (mods_transport) they are in no
+    # generated file
+    for mod in () if recipe.mods_in_image else recipe.mods:
         for file in mod.files:
             found = SECRET_VALUE.search(file.text)
             if found:

@@ -13,7 +13,7 @@ from generator.deploy.findings import Finding, errors
 from generator.deploy.group import GroupRecord
 from generator.deploy.holder import Holder
 from generator.deploy.lock import locks
-from generator.deploy.preflight import preflight
+from generator.deploy.preflight import nothing_built, preflight
 from generator.deploy.probe import PROBE_TIMEOUT, ProbeResult, first_request
 from generator.deploy.readiness import DeployFailed, wait_until_serving
 from generator.deploy.targets import CompiledDeployment, Deployment, Target, each
@@ -67,7 +67,8 @@ def check(dep: CompiledDeployment, backend: Backend,
     found = backend.ready(dep, change=True)
     if errors(found):
         return found
-    return found + node_checks(dep) + backend.preflight(dep)
+    nodes = node_checks(dep)
+    return found + (nothing_built(nodes) if backend.name == "swarm" else nodes) + backend.preflight(dep)
 
 
 def launch(dep: CompiledDeployment, backend: Backend, timeout: float, keep: bool,

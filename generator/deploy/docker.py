@@ -77,6 +77,15 @@ class Docker:
         found = self.inspect("image", image)
         return str(found[0].get("Id")) if found else None
 
+    def image_layers(self, image: str) -> tuple[str, ...] | None:
+        """The image's layers (their content digests, base first), or None when the node has no such image."""
+        found = self.inspect("image", image)
+        if not found:
+            return None
+        rootfs = found[0].get("RootFS")
+        layers = rootfs.get("Layers") if isinstance(rootfs, dict) else None
+        return tuple(str(layer) for layer in layers) if isinstance(layers, list) else ()
+
     def containers(self, label: str, timeout: float = DEFAULT_TIMEOUT) -> list[JSONObject]:
         """Containers (running or not) carrying a label, as `docker ps` reports them."""
         return self.json_lines("ps", "-a", "--no-trunc", "--filter", f"label={label}", "--format", "{{json .}}",

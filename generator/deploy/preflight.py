@@ -5,19 +5,33 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import replace
 from concurrent.futures import ThreadPoolExecutor
 
 from generator.deploy import findings as codes
 from generator.deploy.contexts import context_finding
 from generator.deploy.docker import DockerError, Failure, Refusal, bind_source, reason, refusal
 from generator.deploy.findings import Finding, Severity
+from generator.deploy.modsimage import mods_image_state
 from generator.deploy.names import ENGINE_SERVICE, RECIPE_LABEL, preflight_project
 from generator.deploy.port import holder_or_reason
 from generator.deploy.requirements import engine_finding, needs_of_files
 from generator.deploy.targets import CompiledDeployment, Target, each
 from generator.plan.types import NodePlan
 from generator.resolve.model import HF_CACHE_IN_CONTAINER
+from generator.deploy.modsimage import mods_image_state
 from generator.resolve.modelid import read_model
+
+
+WILL_BUILD = "compose will build it"
+
+
+def nothing_built(found: list[Finding]) -> list[Finding]:
+    """The findings for a backend that builds no image (Swarm starts tasks from the images the nodes have): an
+    image Compose would build is an error there."""
+    return [replace(f, severity=Severity.ERROR, fix="recipegen images",
+                    message=f.message.replace(WILL_BUILD, "Swarm builds no image: build it on every node first"))
+            if f.code == codes.IMAGE_WILL_BUILD else f for f in found]
 
 
 def preflight(dep: CompiledDeployment) -> list[Finding]:
@@ -34,9 +48,9 @@ def preflight(dep: CompiledDeployment) -> list[Finding]:
         if result[1]:
             ids[target.name] = result[1]
     if len(set(ids.values())) > 1:
-        listing = ", ".join(f"{node}={image_id.removeprefix('sha256:')[:12]}" for node, image_id in ids.items())
-        found += [Finding(t.name, Severity.ERROR, codes.IMAGE_DIFFERS, f"image {dep.plan.head.image} differs across "
-                          f"nodes ({listing}): ranks must run the same build", "recipegen images")
+        listing = ", ".join(f"{node}={image_id.split(':')[-1][:12]}" for node, image_id in ids.items())
+        found += [Finding(t.name, Severity.ERROR, codes.IMAGE_DIFFERS, f"image {dep.plan.head.base_image} differs "
+                          f"across nodes ({listing}): ranks must run the same build", "recipegen images")
                   for t in dep.targets]
     return found
 
@@ -66,12 +80,26 @@ def _check_node(target: Target, plan: NodePlan, port: int) -> tuple[list[Finding
         add(Severity.ERROR, codes.FILE_MISSING, f"{target.compose_file} is missing: run `recipegen build`")
     try:
         image_id = target.docker.image_id(plan.image)
+        mods = mods_image_state(target, plan.mods_image, plan.image) if plan.mods_image is not None else None
     except DockerError as exc:
         add(Severity.ERROR, codes.IMAGE_UNREADABLE, f"cannot inspect image {plan.image}: {exc.short}")
         return out, None
+    if mods is not None and not mods.usable:  # compared across nodes by the base it runs or would build from
+        base = plan.base_image
+        if mods.stale:
+            add(Severity.ERROR, codes.IMAGE_STALE, f"the mods' image {plan.image} was built from an older {base} "
+                                                   "than this node has now", "recipegen images")
+        elif mods.identity is None:
+            add(Severity.ERROR, codes.IMAGE_MISSING, f"image {base} (the mods' image is built from it) is not on "
+                                                     "this node (load it there, or `recipegen images`)",
+                "recipegen images")
+        else:
+            add(Severity.NOTE, codes.IMAGE_WILL_BUILD, f"the mods' image {plan.image} is not there yet; {WILL_BUILD} "
+                                                       f"from {base}")
+        return out, mods.identity
     if image_id is None:
         if plan.build_context:
-            add(Severity.NOTE, codes.IMAGE_WILL_BUILD, f"image {plan.image} is not there yet; compose will build it")
+            add(Severity.NOTE, codes.IMAGE_WILL_BUILD, f"image {plan.image} is not there yet; {WILL_BUILD}")
         else:
             add(Severity.ERROR, codes.IMAGE_MISSING, f"image {plan.image} is not on this node (load it there, or "
                                                      "`recipegen images`)", "recipegen images")
@@ -80,7 +108,7 @@ def _check_node(target: Target, plan: NodePlan, port: int) -> tuple[list[Finding
         taken = pool.submit(_port_taken, target, plan, port) if plan.is_head else None
         trial = _trial_run(target, plan)
         out += [trial] if trial else taken.result() if taken else []
-    return out, image_id
+    return out, mods.identity if mods is not None else image_id
 
 
 def _port_taken(target: Target, plan: NodePlan, port: int) -> list[Finding]:

@@ -26,7 +26,7 @@ from typing import Any
 from generator.importers.base import (EnvVar, Field, ImportedRecipe, ImportOptions, NotCarried, no_model,
                                       parallel_size, scalar_default)
 from generator.importers.command import split_command
-from generator.importers.modsearch import find_mods
+from generator.importers.modsearch import find_mods, mods_fields
 from generator.importers.passenv import split_secrets
 from generator.importers.yamlfile import YamlFile
 
@@ -129,8 +129,7 @@ class EugrImporter:
         fields.append(Field("extra_mounts", [{"host": h, "container": c} for h, c in _CACHES],
                             "launch-cluster.sh mounts its cache folders (--no-cache-dirs leaves them out)"))
         mods = find_mods(doc, data.get("mods"), options.mods_dirs)
-        if mods:
-            fields.append(Field("mods", [f"mods/{m.name}" for m in mods], f"{doc.name}: mods"))
+        fields += mods_fields(mods, f"{doc.name}: mods")
         if ray:
             fields.append(Field("ray_args", list(_RAY_ARGS), "launch-cluster.sh's `ray start` (the head-only "
                                                             "--include-dashboard=false goes to the head alone)"))

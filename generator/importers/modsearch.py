@@ -15,9 +15,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from generator.diagnostics import RecipegenError, display_path
-from generator.importers.base import ModCopy
+from generator.check.launch import mods_could_exceed
+from generator.importers.base import Field, ModCopy
 from generator.importers.yamlfile import YamlFile, read
-from generator.resolve.mods import read_files
+from generator.resolve.model import DEFAULT, Mod
+from generator.resolve.mods import inline_refusal, read_files
 
 
 # sparkrun's clone of the registry named eugr (RegistryManager.cache_root, core/registry.py) and its mods_subpath
@@ -53,6 +55,21 @@ def find_mods(doc: YamlFile, refs: object, mods_dirs: tuple[Path, ...] = ()) -> 
         files = read_files(folder, lambda m: doc.error("mods", f"{shown}: {m}"))
         found.append(ModCopy(folder.name, folder, f"{doc.name}: mods[{i}] ({ref})", files))
     return tuple(found)
+
+
+def mods_fields(mods: tuple[ModCopy, ...], source: str) -> list[Field]:
+    """The recipe's `mods`, and `mods_transport = "image"` when they cannot travel inside the generated files
+    (a binary file, over 1 MiB, or a Swarm launcher they could take past 128 KiB): the peers copy any mod in
+    (`docker cp`), so an import carries it in an image built from the recipe's image instead of refusing it."""
+    if not mods:
+        return []
+    fields = [Field("mods", [f"mods/{m.name}" for m in mods], source)]
+    as_built = tuple(Mod(m.name, f"mods/{m.name}", m.files, DEFAULT) for m in mods)
+    if mods_could_exceed((m.name, m.source, m.files) for m in as_built) or any(map(inline_refusal, as_built)):
+        size = sum(m.size for m in as_built)
+        fields.append(Field("mods_transport", "image", f"the mods ({size // 1024} KiB) are too large to travel "
+                                                       "inside the compose files; the peer copies them in"))
+    return fields
 
 
 def _candidates(recipe: Path, rel: str) -> tuple[list[Path], list[Path]]:

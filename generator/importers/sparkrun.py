@@ -20,7 +20,7 @@ from generator.importers.bench import bench_table
 from generator.importers.base import (EnvVar, Field, ImportedRecipe, ImportOptions, NotCarried, no_model,
                                       parallel_size, scalar_default)
 from generator.importers.command import split_command
-from generator.importers.modsearch import find_mods
+from generator.importers.modsearch import find_mods, mods_fields
 from generator.importers.passenv import split_secrets
 from generator.importers.yamlfile import YamlFile
 
@@ -113,8 +113,7 @@ class SparkrunImporter:
                 fields.append(Field(ours, str(executor[key]), src.of("executor_config", key)))
         fields.append(Field("entrypoint", list(cmd.entrypoint), src.cmd))
         mods = find_mods(doc, data.get("mods"), options.mods_dirs)
-        if mods:
-            fields.append(Field("mods", [f"mods/{m.name}" for m in mods], src.of("mods")))
+        fields += mods_fields(mods, src.of("mods"))
         setup, not_carried = _pre_exec(doc, chain)
         if setup:
             fields.append(Field("setup", setup, f"{src.of('pre_exec')}, rendered over defaults (hooks.py)"))

@@ -158,6 +158,6 @@ def write_staged(new: Path, text: str, imported: ImportedRecipe) -> Path:
         for file in mod.files:
             target = new / "mods" / mod.name / file.path
             target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(file.text.encode("utf-8"))
+            target.write_bytes(file.data)
             target.chmod(0o755 if file.executable else 0o644)
     return new

@@ -15,9 +15,10 @@ from generator.diagnostics import RecipegenError
 from generator.engines.ranks import draft_models, flag_value, rank_command, serve_port, served_model_name
 from generator.plan.env import environment, pass_env, ray_settings
 from generator.plan.types import (HEALTH_PROBE_TLS, LABEL_PREFIX, MODS_DIR, ContainerFile, EnvVar, GroupWatch,
-                                  HealthCheck, Launch, ModRun, NodePlan, RayHead, RayWorker, RecipePlan,
+                                  HealthCheck, Launch, ModRun, ModsImage, NodePlan, RayHead, RayWorker, RecipePlan,
                                   Volume, duration_seconds)
 from generator.resolve.buildcontext import find_build_context
+from generator.resolve.mods import MOD_ENTRY
 from generator.resolve.model import (COMPILER, CONTAINER_KEYS, DEFAULT, HF_CACHE_IN_CONTAINER, RECIPE_SCALARS, Arg,
                                      Cluster, ContainerOptions, Node, NodeChoiceError, Recipe)
 
@@ -76,14 +77,16 @@ def _plan_node(recipe: Recipe, cluster: Cluster, chosen: tuple[Node, ...], rank:
     mods = tuple(ModRun(m.name, f"{MODS_DIR}/{m.name}", m.origin) for m in recipe.mods)
     needed = mods or recipe.setup or ray_head or ray_worker
     launch = Launch(mods, recipe.setup, ray_head, ray_worker) if needed else None
+    inline_mods = () if recipe.mods_in_image else recipe.mods
     shipped = [(f"{MODS_DIR}/{m.name}/{f.path}", f.text, f.executable, f"mod {m.source}: {f.path}")
-               for m in recipe.mods for f in m.files] + ray_settings(recipe, envs, env)
+               for m in inline_mods for f in m.files] + ray_settings(recipe, envs, env)
+    mods_image = _mods_image(recipe, out_dir / recipe.id / node.name) if recipe.mods_in_image else None
     health = _health(recipe, container) if rank == 0 else None
     files = tuple(ContainerFile(f"{i}-{posixpath.basename(path)}", path, text, executable, about)
                   for i, (path, text, executable, about) in enumerate(shipped, 1))
     return NodePlan(
         recipe_id=recipe.id, node=node, rank=rank, model=recipe.model, models=(recipe.model, *draft_models(recipe)),
-        image=recipe.docker_image,
+        image=mods_image.tag if mods_image is not None else recipe.docker_image, mods_image=mods_image,
         build_context=_build_context(recipe, root, out_dir / recipe.id / node.name), command=tuple(words),
         entrypoint_words=entrypoint_words,
         env=env,
@@ -93,6 +96,22 @@ def _plan_node(recipe: Recipe, cluster: Cluster, chosen: tuple[Node, ...], rank:
         stop_grace_period=cluster.stop_grace_period,
         container=container, build_args=tuple(sorted(recipe.build_args.items())), dockerfile=recipe.dockerfile,
         launch=launch, files=files, health=health, group=_group(recipe, cluster, chosen, container, health, digest))
+
+
+def _mods_image(recipe: Recipe, compose_dir: Path) -> ModsImage:
+    """The derived image the mods travel in. Its context is the one folder they sit in (resolve/mods.py checked
+    it); run.sh is made executable as the inline form makes it, the other files keep their modes."""
+    context = next(m.folder for m in recipe.mods if m.folder is not None).resolve().parent
+    digest = hashlib.sha256(recipe.docker_image.encode("utf-8"))
+    lines = [f"FROM {recipe.docker_image}"]
+    for m in recipe.mods:
+        digest.update(b"\0mod\0" + m.name.encode("utf-8"))
+        for f in m.files:
+            digest.update(b"\0%s\0%d\0%d\0" % (f.path.encode("utf-8"), f.executable, len(f.data)) + f.data)
+        lines += [f"COPY {m.name} {MODS_DIR}/{m.name}",
+                  f"COPY --chmod=0755 {m.name}/{MOD_ENTRY} {MODS_DIR}/{m.name}/{MOD_ENTRY}"]
+    return ModsImage(f"recipegen/{recipe.id}-mods:{digest.hexdigest()[:16]}", recipe.docker_image,
+                     _relative(context, compose_dir.resolve()), "\n".join(lines) + "\n", len(lines) - 1)
 
 
 def _group(recipe: Recipe, cluster: Cluster, chosen: tuple[Node, ...], container: ContainerOptions,
@@ -164,7 +183,8 @@ def input_hash(recipe: Recipe, cluster: Cluster, chosen: tuple[Node, ...]) -> st
         "container": [dataclasses.asdict(cluster.container), recipe.container],
         "build": [recipe.build_args, recipe.dockerfile],
         "setup": [a.word for a in recipe.setup],
-        "mods": [[m.name, [[f.path, f.text, f.executable] for f in m.files]] for m in recipe.mods],
+        "mods": [[m.name, [[f.path, hashlib.sha256(f.data).hexdigest() if recipe.mods_in_image else f.text,
+                             f.executable] for f in m.files]] for m in recipe.mods] + [["image"]] * recipe.mods_in_image,
         "ulimits": [cluster.ulimits.memlock, cluster.ulimits.stack],
         "nodes": [[n.name, n.address, n.context, n.home, n.env] for n in chosen],
     }

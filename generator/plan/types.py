@@ -61,6 +61,24 @@ class ContainerFile:
 
 
 @dataclass(frozen=True)
+class ModsImage:
+    """The image a recipe's mods travel in (`mods_transport`): `FROM` the recipe's image, one `COPY` of each mod
+    folder; Compose builds it from `context` (relative to the compose file's folder), `recipegen images` builds it
+    once and sends it to every node. The tag is a hash of the base image's name and every mod file, so a changed mod
+    is a new tag and out/ says so."""
+
+    tag: str
+    base: str  # the recipe's docker_image
+    context: str
+    dockerfile: str  # Compose's dockerfile_inline
+    layers_added: int  # layers the Dockerfile puts on top of the base (one a COPY): what is left is the base
+
+    def base_part(self, layers: tuple[str, ...]) -> tuple[str, ...]:
+        """Of a built image's layers, those of the base image it was built from."""
+        return layers[: max(len(layers) - self.layers_added, 0)]
+
+
+@dataclass(frozen=True)
 class ModRun:
     name: str
     directory: str  # in the container
@@ -174,6 +192,12 @@ class NodePlan:
     files: tuple[ContainerFile, ...] = ()
     health: HealthCheck | None = None
     group: GroupWatch | None = None  # None: `restart = "never"`
+    mods_image: ModsImage | None = None  # then `image` is its tag
+
+    @property
+    def base_image(self) -> str:
+        """The image the recipe names: `image` itself, or the one its mods image is built from."""
+        return self.mods_image.base if self.mods_image is not None else self.image
 
     @property
     def is_head(self) -> bool:

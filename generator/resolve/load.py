@@ -18,7 +18,7 @@ from generator.resolve.benchtable import bench_table, merged
 from generator.resolve.model import (CONTAINER_KEYS, DEFAULT, ENGINE_DEFAULT_ENTRYPOINT, RECIPE_ID, RECIPE_SCALARS, Arg,
                                      Cluster, ContainerOptions, Mod, Mount, Node, Origin, Recipe, Router, Ulimits,
                                      container_target)
-from generator.resolve.mods import load_mods
+from generator.resolve.mods import image_context, in_image, load_mods
 
 RECIPE_FILE = "recipe.toml"
 
@@ -109,6 +109,9 @@ def load_recipe(path: str | Path, recipes_dir: Path | None = None,
         if "mods" in data:
             mods_from = (doc, layer)
             origins["mods"] = origin("mods")
+        if "mods_transport" in data:  # not in RECIPE_SCALARS: a recipe without it keeps its input hash
+            values["mods_transport"] = data["mods_transport"]
+            origins["mods_transport"] = origin("mods_transport")
         if "ray_args" in data:
             ray_args = merge_args(ray_args, split_words(doc, data["ray_args"], layer, key="ray_args"), set())
             origins["ray_args"] = origin("ray_args")
@@ -158,6 +161,8 @@ def load_recipe(path: str | Path, recipes_dir: Path | None = None,
         # recipes/<id>/recipe.toml: the project is two folders up from the recipe's own
         project_mods = (recipes_dir.parent if recipes_dir is not None else path.parent.parent.parent) / "mods"
         mods = load_mods(mods_from[0], mods_from[1], mods_from[0].data["mods"], project_mods)
+    transport = values.get("mods_transport", "auto")
+    mods_in_image = _mods_in_image(transport, mods, mods_from, values.get("docker_image_dir"))
     engine = values["engine"]
     entrypoint = values.get("entrypoint") or ENGINE_DEFAULT_ENTRYPOINT[engine]
     origins.setdefault("entrypoint", DEFAULT)
@@ -170,10 +175,28 @@ def load_recipe(path: str | Path, recipes_dir: Path | None = None,
         pipeline_parallel_size=get("pipeline_parallel_size"), distributed_backend=get("distributed_backend"),
         shm_size=get("shm_size"), entrypoint=tuple(entrypoint), args=args,
         mounts=tuple(mounts), env=env, dockerfile=values.get("dockerfile"), build_args=build_args,
-        mods=mods, setup=setup, ray_args=ray_args, container=container,
+        mods=mods, mods_transport=transport, mods_in_image=mods_in_image, setup=setup, ray_args=ray_args, container=container,
         pass_env=tuple(pass_env), unused_removals=tuple(unused), flag_groups=tuple(group_flags(args)),
         origins=origins, bench=bench_table(merged(bench_tables)),
         env_origins=env_origins, build_arg_origins=build_arg_origins, documents=tuple(chain))
+
+
+def _mods_in_image(transport: str, mods: tuple[Mod, ...], mods_from: tuple[TomlDocument, str] | None,
+                   image_dir: str | None) -> bool:
+    """Whether the mods travel in a derived image (generator/resolve/mods.py); its refusals at the `mods` element."""
+    if mods_from is None:
+        return False
+
+    def at(i: int, message: str) -> RecipegenError:
+        return RecipegenError(mods_from[0].diagnostic(("mods", i), message))
+
+    if not in_image(transport, mods, at):
+        return False
+    if image_dir:
+        raise at(0, "mods carried in an image cannot be combined with docker_image_dir (Compose builds one image "
+                    "for a service): COPY the mods in that Dockerfile to /workspace/mods/<name> and drop `mods`")
+    image_context(mods, at)
+    return True
 
 
 def env_text(value: str | int) -> str:

@@ -51,11 +51,17 @@ class Mount:
 
 @dataclass(frozen=True)
 class ModFile:
-    """One file of a mod folder, shipped inside the generated files (text only: it travels in YAML)."""
+    """One file of a mod folder: shipped inside the generated files (then it must be text: it travels in YAML), or
+    copied into a derived image (`mods_transport`)."""
 
     path: str  # relative to the mod folder, POSIX separators
-    text: str
+    data: bytes
     executable: bool
+
+    @property
+    def text(self) -> str:
+        """The file as it travels inline; only asked for mods that inline_refusal let through (UTF-8, no NUL)."""
+        return self.data.decode("utf-8")
 
 
 @dataclass(frozen=True)
@@ -67,6 +73,10 @@ class Mod:
     files: tuple[ModFile, ...]
     origin: Origin
     folder: Path | None = None  # where it was found (the lint rule outside-project checks it)
+
+    @property
+    def size(self) -> int:
+        return sum(len(f.data) for f in self.files)
 
 
 _DECIMAL = re.compile("[0-9]+")
@@ -155,6 +165,8 @@ class Recipe:
     dockerfile: str | None = None
     build_args: dict[str, str] = field(default_factory=dict)
     mods: tuple[Mod, ...] = ()
+    mods_transport: str = "auto"  # as the recipe says it: "auto", "inline" or "image"
+    mods_in_image: bool = False  # resolved: the mods travel in a derived image (generator/resolve/mods.py)
     setup: tuple[Arg, ...] = ()  # each word is one shell command
     ray_args: tuple[Arg, ...] = ()  # the recipe's own; the cluster's defaults are merged in at plan time
     container: dict[str, object] = field(default_factory=dict)  # CONTAINER_KEYS the recipe (or a parent) sets

@@ -1,8 +1,14 @@
 """Load a recipe's mods: folders holding a `run.sh` and the files it uses (eugr/spark-vllm-docker's layout).
 
-A mod's files travel inside the generated compose file (Compose `configs` with inline content; here-documents in
-the Swarm stack), so a node needs nothing but its Docker context: no SSH, no copy made by hand. That makes them
-YAML text: UTF-8 files only, and small enough to read in a diff.
+A mod travels one of two ways, and a node needs nothing but its Docker context either way: no SSH, no host path,
+no copy made by hand.
+- Inline (the default while it fits): its files are inside the generated compose file (Compose `configs` with
+  inline content; here-documents in the Swarm stack). That makes them YAML text: UTF-8 files, at most 1 MiB a mod,
+  read in a diff of out/.
+- In a derived image (`mods_transport = "image"`, or "auto" when the inline form cannot carry them): the compose
+  file builds `FROM docker_image` plus one `COPY` of each mod folder, its build context the folder the mods sit
+  in, sent by Compose through the Docker API; `recipegen images` builds it and sends it node to node for Swarm.
+  Any size, any bytes; the files stay where they are reviewed, and the image's tag is a hash of them.
 """
 
 from __future__ import annotations
@@ -56,11 +62,53 @@ def _find(base: Path, ref: str, project_mods: Path) -> Path | None:
     return None
 
 
+TRANSPORTS = ("auto", "inline", "image")
+IMAGE_HINT = 'set mods_transport = "image" to carry the mods in an image built from docker_image'
+
+
+def inline_refusal(mod: Mod) -> str | None:
+    """Why the mod's files cannot travel inside the compose file (None: they can)."""
+    if mod.size > MAX_MOD_BYTES:
+        return (f"mod '{mod.source}' holds {mod.size // 1024} KiB, more than the {MAX_MOD_BYTES // 1024} KiB a "
+                "mod may carry inside every node's compose file")
+    for f in mod.files:
+        try:
+            text = f.data.decode("utf-8")
+        except UnicodeDecodeError:
+            return f"mod file '{mod.source}/{f.path}' is not UTF-8 text, and inline mod files travel inside YAML"
+        if "\x00" in text:
+            return f"mod file '{mod.source}/{f.path}' contains a NUL character, which YAML cannot carry"
+    return None
+
+
+def in_image(transport: str, mods: tuple[Mod, ...], at: Callable[[int, str], RecipegenError]) -> bool:
+    """Whether the mods travel in a derived image: "image" says so; "auto" when one cannot travel inline;
+    "inline" refuses such a mod (`at(i, message)`: the error at mods[i])."""
+    if not mods or transport == "image":
+        return bool(mods)
+    for i, mod in enumerate(mods):
+        why = inline_refusal(mod)
+        if why and transport == "inline":
+            raise at(i, f"{why}; {IMAGE_HINT}")
+        if why:
+            return True
+    return False
+
+
+def image_context(mods: tuple[Mod, ...], at: Callable[[int, str], RecipegenError]) -> Path:
+    """The build context of the derived image: the one folder every mod sits in (Compose sends one context)."""
+    parents = {m.folder.resolve().parent for m in mods if m.folder is not None}
+    if len(parents) != 1:
+        shown = ", ".join(sorted(str(p) for p in parents))
+        raise at(0, f"mods carried in an image must sit in one folder, the image's build context; they are in "
+                    f"{shown}: move them into one mods/ folder")
+    return parents.pop()
+
+
 def read_files(folder: Path, fail: Callable[[str], RecipegenError]) -> tuple[ModFile, ...]:
-    """The mod's files as they travel; `fail` makes the error of each refusal (build: at the recipe's `mods`
-    element; import: at the peer file's `mods` line)."""
+    """The mod's files, read once for both ways they travel; `fail` makes the error of each refusal (build: at the
+    recipe's `mods` element; import: at the peer file's `mods` line)."""
     files: list[ModFile] = []
-    total = 0
     root = folder.resolve()
     for dirpath, dirnames, filenames in os.walk(folder, followlinks=False):
         dirnames[:] = sorted(d for d in dirnames if d not in ("__pycache__", ".git"))
@@ -78,18 +126,7 @@ def read_files(folder: Path, fail: Callable[[str], RecipegenError]) -> tuple[Mod
                 raise fail(f"mod file '{relative}' is a symlink out of the mod folder")
             if not path.is_file():
                 raise fail(f"mod file '{relative}' is not a regular file")
-            data = path.read_bytes()
-            total += len(data)
-            if total > MAX_MOD_BYTES:
-                raise fail(f"mod folder {folder} holds more than {MAX_MOD_BYTES // 1024} KiB: its files travel "
-                           "inside every node's compose file; put large files in the image (docker_image_dir)")
-            try:
-                text = data.decode("utf-8")
-            except UnicodeDecodeError:
-                raise fail(f"mod file '{relative}' is not UTF-8 text: mod files travel inside YAML; put binary "
-                           "files in the image (docker_image_dir)") from None
-            if "\x00" in text:
-                raise fail(f"mod file '{relative}' contains a NUL character")
-            files.append(ModFile(relative, text, bool(path.stat().st_mode & 0o111) or relative == MOD_ENTRY))
+            files.append(ModFile(relative, path.read_bytes(),
+                                 bool(path.stat().st_mode & 0o111) or relative == MOD_ENTRY))
     return tuple(files)
 

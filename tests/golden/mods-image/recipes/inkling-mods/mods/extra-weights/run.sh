@@ -1,0 +1,2 @@
+#!/bin/sh
+cp table.bin /tmp/table.bin

@@ -1,0 +1,99 @@
+"""mods_transport: which way a recipe's mods travel (inline in the compose files, or in an image built from
+docker_image), and the refusals in one line at the recipe's `mods` (generator/resolve/mods.py). The lab proof
+is tests/test_mods_image_lab.py."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from generator.cli import main
+
+ROOT = Path(__file__).resolve().parent.parent
+CLUSTER = (ROOT / "tests" / "golden" / "mods-image" / "cluster.toml").read_text()
+RECIPE = '''engine = "vllm"
+docker_image = "nvcr.io/nvidia/vllm:25.10-py3"
+model = "org/model"
+required_nodes = 2
+tensor_parallel_size = 2
+mods = {mods}
+{extra}
+'''
+
+
+def project(tmp: Path, files: dict[str, bytes], mods: str = '["mods/m"]', extra: str = "") -> Path:
+    (tmp / "recipes" / "r").mkdir(parents=True)
+    (tmp / "recipes" / "r" / "recipe.toml").write_text(RECIPE.format(mods=mods, extra=extra))
+    (tmp / "cluster.toml").write_text(CLUSTER)
+    for name, data in files.items():
+        path = tmp / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+    return tmp
+
+
+def build(root: Path, monkeypatch) -> tuple[int, str]:
+    monkeypatch.chdir(root)
+    result = CliRunner().invoke(main, ["build"])
+    assert "Traceback" not in result.output
+    return result.exit_code, result.output
+
+
+SMALL = {"recipes/r/mods/m/run.sh": b"#!/bin/sh\necho hi\n"}
+BINARY = {"recipes/r/mods/m/run.sh": b"#!/bin/sh\n", "recipes/r/mods/m/w.bin": b"\xff\xfe\x00" * 10}
+
+
+def compose(root: Path) -> str:
+    return (root / "out" / "r" / "spark1" / "compose.yaml").read_text()
+
+
+def test_a_small_text_mod_stays_inline_under_auto(tmp_path, monkeypatch):
+    code, output = build(project(tmp_path, SMALL), monkeypatch)
+    assert code == 0, output
+    assert "echo hi" in compose(tmp_path) and "dockerfile_inline" not in compose(tmp_path)
+
+
+def test_auto_carries_a_binary_mod_in_an_image(tmp_path, monkeypatch):
+    code, output = build(project(tmp_path, BINARY), monkeypatch)
+    assert code == 0, output
+    text = compose(tmp_path)
+    assert "dockerfile_inline" in text and "COPY m /workspace/mods/m\n" in text and "pull_policy: never" in text
+    assert 'context: "../../../recipes/r/mods"' in text
+
+
+def test_inline_refuses_what_it_cannot_carry_naming_the_key_to_set(tmp_path, monkeypatch):
+    code, output = build(project(tmp_path, BINARY, extra='mods_transport = "inline"'), monkeypatch)
+    assert code == 1
+    line = output.strip().splitlines()[-1]
+    assert line.startswith("recipes/r/recipe.toml:6:") and "w.bin' is not UTF-8 text" in line
+    assert 'set mods_transport = "image"' in line
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_tag_follows_every_mod_byte_and_the_base_image(tmp_path, monkeypatch):
+    root = project(tmp_path, SMALL, extra='mods_transport = "image"')
+    assert build(root, monkeypatch)[0] == 0
+    first = compose(root)
+    (root / "recipes" / "r" / "mods" / "m" / "run.sh").write_bytes(b"#!/bin/sh\necho hi!\n")
+    assert build(root, monkeypatch)[0] == 0
+    second = compose(root)
+    recipe = root / "recipes" / "r" / "recipe.toml"
+    recipe.write_text(recipe.read_text().replace("25.10-py3", "25.11-py3"))
+    assert build(root, monkeypatch)[0] == 0
+    tags = [next(line for line in text.splitlines() if "image:" in line) for text in (first, second, compose(root))]
+    assert len(set(tags)) == 3, tags
+
+
+@pytest.mark.parametrize("extra,files,mods,message", [
+    ('mods_transport = "image"\ndocker_image_dir = "img"', {**SMALL, "recipes/r/img/Dockerfile": b"FROM x\n"},
+     '["mods/m"]', "cannot be combined with docker_image_dir"),
+    ('mods_transport = "image"', {**SMALL, "mods/n/run.sh": b"#!/bin/sh\n"}, '["mods/m", "n"]',
+     "must sit in one folder"),
+])
+def test_an_image_the_compose_file_cannot_build_is_refused_at_mods(tmp_path, monkeypatch, extra, files, mods,
+                                                                    message):
+    code, output = build(project(tmp_path, files, mods=mods, extra=extra), monkeypatch)
+    assert code == 1 and message in output and "recipes/r/recipe.toml:6:" in output, output
+    assert not (tmp_path / "out").exists()
