@@ -137,11 +137,20 @@ def test_ps_fails_naming_the_nodes_that_do_not_answer(fake_docker, command, answ
         assert f"{node} " in result.stdout
 
 
-def test_ps_passes_when_every_node_answers(fake_docker):
-    fake_docker(("inspect", 0, RUNNING, ""))
+def test_ps_passes_when_every_node_answers(fake_docker, monkeypatch):
+    # The shipped cluster's router is not running: its row says so, and nothing is asked over the network.
+    from generator.deploy import router
+
+    asked: list[str] = []
+    monkeypatch.setattr(router, "backend_health", lambda r, target, timeout=5.0: asked.append(target.name) or {})
+    calls = fake_docker(("recipegen-router-router-1", 1, "", "Error: No such object: recipegen-router-router-1\n"),
+                        ("inspect", 0, RUNNING, ""))
     result = cli("ps", "glm-4-5-air-sglang")
     assert result.exit_code == 0, result.output
     assert result.stdout.count("running") == 2
+    router = result.stdout[result.stdout.index("router (spark-duo)"):]
+    assert "missing" in router and "the router is missing there" in router, result.stdout
+    assert "recipegen-router-router-1" in calls.read_text() and asked == []
 
 
 @pytest.mark.parametrize("answers, want", [

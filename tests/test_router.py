@@ -154,6 +154,25 @@ def test_a_model_served_twice_is_an_error_unless_the_router_lists_one(tmp_path: 
     assert "127.0.0.2:8000" in (project / "out" / "_router" / "haproxy.cfg").read_text()
 
 
+def test_two_profiles_at_one_head_share_their_name(tmp_path: Path):
+    """A recipe and one extending it (the shipped deepseek-v4-flash-eugr and its agent profile): one name at the same
+    head address and port. Only one can run there at a time and the router sends the name to that address either
+    way, so it is no clash: the name is listed once and routed to the first recipe's backend."""
+    base = recipe("org/big", "a", "--served-model-name", "big")
+    project = write_project(tmp_path / "p", CLUSTER + router_table(), {
+        "big": base, "big-agent": 'extends = "big"\nargs = ["--max-num-seqs", "6"]\n'})
+    assert recipegen(project, "validate", "--strict").exit_code == 0
+    assert recipegen(project, "build").exit_code == 0
+    config = (project / "out" / "_router" / "haproxy.cfg").read_text()
+    assert config.count('{"id":"big",') == 1 and '"owned_by":"big"' in config
+    rules = [line.split()[1] for line in config.splitlines() if line.strip().startswith("use_backend recipe_")]
+    assert rules == ["recipe_big", "recipe_big-agent"]  # the first wins; both backends report their health
+    moved = write_project(tmp_path / "q", CLUSTER + router_table(), {
+        "big": base, "big-agent": 'extends = "big"\nnodes = ["b"]\n'})
+    result = recipegen(moved, "validate")
+    assert result.exit_code == 1 and "error[served-name]" in result.output and "at another head" in result.output
+
+
 def test_without_a_router_two_recipes_may_serve_one_name(tmp_path: Path):
     project = write_project(tmp_path / "p", CLUSTER, {"one": recipe("org/same", "a"), "two": recipe("org/same", "b")})
     assert recipegen(project, "validate").exit_code == 0

@@ -1,7 +1,9 @@
 """Checks across the recipes a cluster's router serves (`[router]`): rules of one recipe cannot see these.
 
-- `served-name`: two routed recipes serving one name. The router sends a request by its `model` alone, so the
-  second would never be reached (or, worse, reached by the wrong clients): an error at validate and build.
+- `served-name`: two routed recipes serving one name at different heads. The router sends a request by its `model`
+  alone, so the second would never be reached (or, worse, reached by the wrong clients): an error at validate and
+  build. At the same head address and port they are alternatives (two profiles of one model, e.g. a recipe and one
+  extending it): only one can run there at a time, and the router sends the name to that address either way.
 - `port-collision`: the router's port equal to another listener on a router node's host network (the cluster's
   rendezvous, Ray and transfer ports, or the API port of a routed head on that node).
 - `router-name`: a served name the router cannot match exactly (a quote, a backslash, a control character).
@@ -57,14 +59,15 @@ def router_findings(recipes: list[Recipe], cluster: Cluster, complete: bool = Tr
             found.append(doc.diagnostic(port_key, f"the router's port {router.port} is also {key} ({what}): on a "
                                                   "router node's host network only one of them can bind",
                                         rule="port-collision"))
-    claimed: dict[str, str] = {}
+    claimed: dict[str, tuple[str, str, int]] = {}  # name -> (recipe, head address, port) that claimed it
     router_nodes = {n.name for n in router.nodes}
     for recipe in routed(recipes, cluster):
         try:
             head = cluster.nodes_for(recipe)[0]
         except NodeChoiceError:
             continue  # too-many-nodes says so
-        if head.name in router_nodes and serve_port(recipe) == router.port:
+        port = serve_port(recipe)
+        if head.name in router_nodes and port == router.port:
             found.append(doc.diagnostic(port_key, f"the router's port {router.port} is also the API port of "
                                                   f"'{recipe.id}', whose head runs on router node '{head.name}'",
                                         rule="port-collision"))
@@ -81,12 +84,12 @@ def router_findings(recipes: list[Recipe], cluster: Cluster, complete: bool = Tr
             if not ROUTABLE_NAME.fullmatch(name):
                 found.append(_at(origin, where, f"served name {name!r} holds a quote, backslash or control "
                                                 "character: the router cannot match it", "router-name"))
-            elif name in claimed and claimed[name] != recipe.id:
+            elif name in claimed and claimed[name][0] != recipe.id and claimed[name][1:] != (head.address, port):
                 found.append(_at(origin, where, f"recipe '{recipe.id}' serves '{name}', and so does recipe "
-                                                f"'{claimed[name]}': the router sends a request by its model "
-                                                "alone, so one of them would never be reached; rename one "
-                                                "(--served-model-name) or list the recipes that run together in "
-                                                "the cluster's [router] recipes", "served-name"))
-            else:
-                claimed.setdefault(name, recipe.id)
+                                                f"'{claimed[name][0]}' at another head: the router sends a request "
+                                                "by its model alone, so one of them would never be reached; rename "
+                                                "one (--served-model-name) or list the recipes that run together "
+                                                "in the cluster's [router] recipes", "served-name"))
+            else:  # the same name at the same head and port: alternatives (profiles), one runs at a time
+                claimed.setdefault(name, (recipe.id, head.address, port))
     return found

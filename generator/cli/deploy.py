@@ -229,7 +229,7 @@ def down(recipe: str, cluster_path: Path | None, out_dir: Path | None, swarm: bo
         sys.exit(1)
     from generator.cli.router import after_down
 
-    after_down(dep)
+    after_down(dep, swarm)
 
 
 @click.command()

@@ -21,8 +21,12 @@ DOWN_WAIT = 10.0
 
 
 def router_of(dep: Deployment) -> RouterDeployment | None:
+    """The cluster's router when it routes this recipe (`[router] recipes` may leave it out)."""
     from generator.deploy.router import router_from_out
 
+    routed = dep.cluster.router.recipes if dep.cluster.router is not None else None
+    if routed is not None and dep.project not in routed:
+        return None
     return router_from_out(dep.cluster, dep.out_dir)
 
 
@@ -53,13 +57,18 @@ def after_up(dep: Deployment, swarm: bool) -> bool:
     return ok
 
 
-def after_down(dep: Deployment) -> None:
-    """Say that the router took the recipe's backend out (its health checks do, within a few seconds)."""
-    from generator.deploy.router import wait_backend
+def after_down(dep: Deployment, swarm: bool) -> None:
+    """Say that the router took the recipe's backend out (its health checks do, within a few seconds); a router
+    that is not running is not asked."""
+    from dataclasses import replace
+
+    from generator.deploy.backends.router import choose_router
+    from generator.deploy.router import running_targets, wait_backend
 
     router = router_of(dep)
     if router is None:
         return
+    router = replace(router, targets=running_targets(router, choose_router(swarm, dep.cluster)))
     for node, health in wait_backend(router, dep.project, up=False, timeout=DOWN_WAIT).items():
         if isinstance(health, str):
             click.echo(f"router {node}: {health}", err=True)
@@ -90,9 +99,13 @@ def show_ps(dep: Deployment, swarm: bool) -> None:
 
 def router_url(dep: Deployment) -> tuple[str, str | None]:
     """The first router node's base URL and the API key the deploying shell gives it; exit 1 without a router."""
+    from generator.deploy.router import router_from_out
+
     router = router_of(dep)
     if router is None:
-        click.echo(f"{dep.project}: --via-router: cluster '{dep.cluster.name}' has no [router] built in out/ "
-                   "(add one to the cluster file and run `recipegen build`)", err=True)
+        why = ("its [router] does not route this recipe (add it to `recipes`)" if dep.cluster.router is not None
+               and router_from_out(dep.cluster, dep.out_dir) is not None else
+               "has no [router] built in out/ (add one to the cluster file and run `recipegen build`)")
+        click.echo(f"{dep.project}: --via-router: cluster '{dep.cluster.name}' {why}", err=True)
         sys.exit(1)
     return router.url(router.targets[0]), os.environ.get(router.api_key_env) or None

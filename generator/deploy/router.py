@@ -103,14 +103,25 @@ def apply(router: RouterDeployment, backend: RouterBackend) -> list[Applied]:
 def status(router: RouterDeployment, backend: RouterBackend) -> list[RouterNode]:
     """Each router node's container and every backend's health there (all nodes at once)."""
     containers = {s.node: s for s in backend.states(router)}
-    health = each(router.targets, lambda t: backend_health(router, t))
+    # Asked only where the router runs: a node whose router is stopped, or that does not answer docker, is not
+    # also asked over the network (an offline `ps` stays offline).
+    running = running_targets(router, backend, containers)
+    health = each(running, lambda t: backend_health(router, t))
     nodes = []
     for target in router.targets:
-        found = health[target.name]
-        error = None if isinstance(found, dict) else _said(found)
+        state = containers[target.name]
+        found = health.get(target.name, f"the router is {state.state} there")
+        error = None if isinstance(found, dict) else found if isinstance(found, str) else _said(found)
         nodes.append(RouterNode(containers[target.name], router.url(target), found if isinstance(found, dict) else {},
                                 error))
     return nodes
+
+
+def running_targets(router: RouterDeployment, backend: RouterBackend,
+                    containers: dict[str, RankState] | None = None) -> tuple[RouterTarget, ...]:
+    """The router nodes whose router container (or task) runs."""
+    states = containers if containers is not None else {s.node: s for s in backend.states(router)}
+    return tuple(t for t in router.targets if states[t.name].state == "running")
 
 
 def wait_backend(router: RouterDeployment, recipe_id: str, up: bool, timeout: float,

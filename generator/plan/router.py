@@ -61,13 +61,18 @@ class RouterPlan:
 
     @property
     def names(self) -> tuple[str, ...]:
-        return tuple(name for route in self.routes for name in route.names)
+        """Every served name once: alternatives at one head (check/router.py, served-name) share theirs."""
+        return tuple(dict.fromkeys(name for route in self.routes for name in route.names))
 
     @property
     def models_json(self) -> str:
-        """The static, merged /v1/models: every served name, in the routes' order (OpenAI's list shape)."""
-        data = [{"id": name, "object": "model", "created": 0, "owned_by": route.recipe_id}
-                for route in self.routes for name in route.names]
+        """The static, merged /v1/models: every served name once, in the routes' order (OpenAI's list shape);
+        `owned_by` names the first recipe serving it, whose backend HAProxy's first matching rule picks."""
+        owner: dict[str, str] = {}
+        for route in self.routes:
+            for name in route.names:
+                owner.setdefault(name, route.recipe_id)
+        data = [{"id": name, "object": "model", "created": 0, "owned_by": recipe} for name, recipe in owner.items()]
         return json.dumps({"object": "list", "data": data}, separators=(",", ":"), ensure_ascii=False)
 
 
