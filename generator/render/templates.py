@@ -120,7 +120,20 @@ def _multiline(value: str, indent: int) -> Raw | str:
     chomp = "-" if trailing == 0 else ("" if trailing == 1 else "+")
     pad = " " * indent
     lines = [pad + line if line else "" for line in stripped.split("\n")]
-    return Raw(f"|{chomp}\n" + "\n".join(lines) + "\n" * max(trailing - 1, 0))
+    rendered = Raw(f"|{chomp}\n" + "\n".join(lines) + "\n" * max(trailing - 1, 0))
+    if len(value) >= LARGE_BLOCK and len(_large_blocks) < 64:
+        _large_blocks[rendered] = body
+    return rendered
+
+
+LARGE_BLOCK = 4096
+_large_blocks: dict[str, str] = {}  # a large block as rendered -> the text Compose reads from it ($ still doubled)
+
+
+def large_blocks() -> tuple[tuple[str, str], ...]:
+    """The large multi-line texts this process rendered, each (as in the file, as YAML reads it): the group
+    watch recurs in every rank's file, and verify reads each one back once instead of in every file."""
+    return tuple(_large_blocks.items())
 
 
 def shell_word(value: object) -> str:
