@@ -97,3 +97,21 @@ def test_an_image_the_compose_file_cannot_build_is_refused_at_mods(tmp_path, mon
     code, output = build(project(tmp_path, files, mods=mods, extra=extra), monkeypatch)
     assert code == 1 and message in output and "recipes/r/recipe.toml:6:" in output, output
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("local", [True, False])
+def test_swarm_never_asks_a_registry_for_an_image_made_on_the_nodes(local, monkeypatch):
+    """`stack deploy` resolves each image's digest at a registry by default: for the mods' image (or a build
+    context's) a same-named image there could run instead of the one `recipegen images` made on the nodes."""
+    from types import SimpleNamespace
+
+    from generator.deploy.backends.swarm import SwarmBackend
+
+    calls: list[tuple[str, ...]] = []
+    manager = SimpleNamespace(run=lambda *args, timeout: calls.append(args) or "")
+    monkeypatch.setattr(SwarmBackend, "manager", property(lambda self: manager))
+    dep = SimpleNamespace(plan=SimpleNamespace(head=SimpleNamespace(local_image=local)), stack_file=Path("s.yaml"),
+                          project="r", targets=[SimpleNamespace(name="spark1")])
+    assert [o.ok for o in SwarmBackend(None).start(dep)] == [True]  # type: ignore[arg-type]
+    [args] = calls
+    assert args[3:5] == ("--resolve-image", "never") if local else "--resolve-image" not in args

@@ -195,6 +195,12 @@ class NodePlan:
     mods_image: ModsImage | None = None  # then `image` is its tag
 
     @property
+    def local_image(self) -> bool:
+        """The image is made on the nodes (a build context, the mods' image), never fetched: Swarm must not ask a
+        registry for it (`stack deploy --resolve-image never`), or a same-named image there could run instead."""
+        return self.mods_image is not None or self.build_context is not None
+
+    @property
     def base_image(self) -> str:
         """The image the recipe names: `image` itself, or the one its mods image is built from."""
         return self.mods_image.base if self.mods_image is not None else self.image

@@ -119,7 +119,10 @@ class SwarmBackend:
         return claims
 
     def start(self, dep: CompiledDeployment) -> list[Outcome]:
-        return self._all(dep, "stack", "deploy", "--detach=true", "-c", str(dep.stack_file), dep.project, timeout=300)
+        # An image made on the nodes is taken as they have it: a registry is never asked for its name.
+        local = ("--resolve-image", "never") if dep.plan.head.local_image else ()
+        return self._all(dep, "stack", "deploy", "--detach=true", *local, "-c", str(dep.stack_file), dep.project,
+                         timeout=300)
 
     def stop(self, dep: Deployment) -> list[Outcome]:
         return self._all(dep, "stack", "rm", dep.project, timeout=120)
