@@ -36,6 +36,9 @@ def explain(plan: RecipePlan, node_name: str | None = None) -> list[tuple[str, l
         resolved += [Line(f"  {_show(step.word)},", step.origin) for step in recipe.setup]
         resolved.append(Line("]"))
     resolved += [Line(f"mod {_quote(str(mod.source))} ({len(mod.files)} files)", mod.origin) for mod in recipe.mods]
+    if recipe.mods_in_image:  # where the mods travel: the image the compose files build, by its tag
+        resolved.append(Line(f"mods_transport = image: {plan.nodes[0].image}",
+                             recipe.origins.get("mods_transport", recipe.origins.get("mods"))))
     if recipe.ray_args:
         resolved.append(Line(f"ray_args = {_show(tuple(a.word for a in recipe.ray_args))}", recipe.origins.get("ray_args")))
     resolved += [Line(f"build_args.{name} = {_show(value)}", recipe.origins.get("build_args"))
@@ -83,7 +86,9 @@ def _node_section(plan: RecipePlan, node: NodePlan) -> tuple[str, list[Line]]:
     title = (f"node {node.node.name}: rank {node.rank} ({role}), context {node.node.context}, "
              f"address {node.node.address}")
     entry = node.entrypoint
-    lines = [Line("command:"), Line("  " + " ".join(_quote(a.word) for a in entry), entry[0].origin, "entrypoint")]
+    shown = [_quote(a.word) if node.group is None or a.word != node.group.source else
+             f"<the group watch: generator/runtime/groupwatch.py, {len(a.word.encode()) // 1024} KiB>" for a in entry]
+    lines = [Line("command:"), Line("  " + " ".join(shown), entry[0].origin, "entrypoint")]
     for group in group_flags(node.arguments):
         if group.flag is None:  # leading words: the compiler's model, or `-c SCRIPT` of a Ray head
             lines += [Line("  " + _quote(a.word), a.origin) for a in group.args]

@@ -246,3 +246,11 @@ def test_diff_names_the_file_under_out(project):
     edit_qwen(project)
     out = run("diff").stdout
     assert f"--- a/out/{QWEN}/spark1/compose.yaml\n" in out
+
+
+def test_explain_names_the_group_watch_instead_of_printing_its_program(agent_spark2):
+    """The watch's 18 KiB of Python is the word after `python3 -c` in every rank's entrypoint: explain names it (the
+    compose file carries it whole), so the line reads as the command it is."""
+    line = next(li for li in agent_spark2.splitlines() if li.strip().startswith("python3 -c"))
+    assert line.strip().startswith("python3 -c <the group watch: generator/runtime/groupwatch.py, ")
+    assert "--rank 1 --ranks 2 --node spark2" in line and "import socket" not in agent_spark2

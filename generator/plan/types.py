@@ -131,6 +131,11 @@ class GroupWatch:
     health: str  # the head's /health URL (the head only): a serving engine that stops answering ends the group
     group: str  # `<recipe id>:<input hash>`: a rank of another shape of the recipe (a leftover) is turned away
 
+    @property
+    def source(self) -> str:
+        """The watch's program, the word after `python3 -c`."""
+        return _watch_source()
+
     def words(self, rank: int, node: str) -> tuple[Arg, ...]:
         """`python3 -c <the watch> --rank ... --`: what goes before the rank's own entrypoint."""
         words = ["python3", "-c", _watch_source(), "--rank", str(rank), "--ranks", str(self.ranks), "--node", node,
