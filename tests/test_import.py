@@ -760,3 +760,33 @@ def test_a_sparkrun_cluster_value_the_cluster_schema_refuses_is_one_line_at_its_
     assert f"duo.yaml:{line}:1: error: {key}: " in result.stderr and len(result.stderr.splitlines()) == 1, \
         result.stderr
     assert tree(project) == before
+
+
+def test_an_eugr_command_is_read_as_the_bash_script_the_launcher_runs_it_in(project):
+    """eugr's launcher runs the command from a bash script, where a `#` starting a word begins a comment to the end
+    of its line: an author's note after the last flag (with an apostrophe, as inkling-small-nvfp4-tuned.yaml has)
+    is no engine word. A `#` inside a word or inside quotes stays."""
+    text = EUGR.replace("'{{\"cudagraph_mode\": \"FULL\"}}'", "'{{\"cudagraph_mode\": \"FULL\"}}' \\\n"
+                        "      --served-model-name a#b '# kept'   # a trailing note: don't pass it on\n"
+                        "      # another note, the last line's\n")
+    f = write(project / "peer" / "c.yaml", text)
+    result = run("import", str(f))
+    assert result.exit_code == 0, result.output
+    from generator.resolve.load import load_recipe
+
+    words = [a.word for a in load_recipe(project / "recipes" / "c" / "recipe.toml").args]
+    assert words == ["--port", "8000", "--compilation-config", '{"cudagraph_mode": "FULL"}',
+                     "--served-model-name", "a#b", "# kept"], words
+    assert run("build").exit_code == 0
+
+
+def test_words_after_a_comment_in_an_eugr_command_are_refused(project):
+    """A comment ends at a newline no backslash escapes, and that newline ends bash's command: the flags after it
+    never reach the engine. Carrying them would run what the peer does not; one line says so."""
+    text = EUGR.replace("--port {port} \\\n", "--port {port} \\\n      # the API port: it's the default\n")
+    f = write(project / "peer" / "m.yaml", text)
+    result = run("import", str(f))
+    assert result.exit_code == 1 and len(result.stderr.splitlines()) == 1, result.output
+    assert result.stderr.startswith("peer/m.yaml:10:1: error: command: line 3 of the command holds a comment, and "
+                                    "words follow it"), result.stderr
+    assert not (project / "recipes" / "m").exists()

@@ -334,3 +334,15 @@ def test_shell_literal_quiet_on_quoted(tmp_path, value):
     result = validate(tmp_path, value)
     assert result.exit_code == 0, result.stderr
     assert result.stderr == ""
+
+
+@pytest.mark.parametrize("text, kept, first", [
+    ("a b # it's a note\nc", "a b \nc", 4),
+    ("a#b '# q' \"# d\" \\# x", "a#b '# q' \"# d\" \\# x", None),  # inside a word, quoted, escaped: no comment
+    ("# only\n# two", "\n", 0),
+    ("a \\\n  # note \\\n", "a \\\n  \n", 6),  # a backslash inside a comment escapes nothing
+])
+def test_without_comments_cuts_what_bash_skips(text: str, kept: str, first: int | None):
+    from generator.read.shellwords import without_comments
+
+    assert without_comments(text) == (kept, first)

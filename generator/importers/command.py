@@ -41,6 +41,15 @@ class Command:
 
 def split_command(text: str, fail: Callable[[str], Exception]) -> Command:
     try:
+        # The peers run the command as a bash script: its comments are not words (an author's note after the
+        # last flag, with an apostrophe in it, is common); they are cut before anything else. A comment runs to a
+        # newline no backslash can escape, which ends the command: a word after it would never reach the engine.
+        text, comment = shellwords.without_comments(text)
+        if comment is not None and text[comment:].replace("\\", " ").strip():
+            line = text.count("\n", 0, comment) + 1
+            raise fail(f"line {line} of the command holds a comment, and words follow it: bash ends the command at "
+                       "that comment's line, so they would never reach the engine; move the comment after the last "
+                       "line")
         words = shellwords.split(text)
     except shellwords.ShellSyntaxError as exc:
         raise fail(f"the command cannot be split into shell words: {exc}") from None

@@ -58,12 +58,26 @@ def split(text: str) -> list[Word]:
     return _Scanner(text).words()
 
 
+def without_comments(text: str) -> tuple[str, int | None]:
+    """The text as a shell script reads it, each comment (an unquoted `#` starting a word, to the end of its line)
+    cut out and nothing else changed; and where the first comment started (None: there is none). A peer's command
+    is such a script (eugr's launcher runs it with bash); a recipe's `args` are not, and split() keeps a `#` word
+    there, which the `shell-literal` rule reports."""
+    scanner = _Scanner(text, comments=True)
+    scanner.words()
+    spans = scanner.comments or []
+    for start, end in reversed(spans):
+        text = text[:start] + text[end:]
+    return text, spans[0][0] if spans else None
+
+
 class _Scanner:
-    def __init__(self, text: str):
+    def __init__(self, text: str, comments: bool = False):
         self.text = text
         self.pos = 0
         self.parts: list[str] = []  # the current word's pieces, joined once at its end
         self.shell: list[str] = []
+        self.comments: list[tuple[int, int]] | None = [] if comments else None  # their spans, when cut
 
     def words(self) -> list[Word]:
         text = self.text
@@ -74,6 +88,11 @@ class _Scanner:
                 return found
             start = self.pos
             self.parts, self.shell = [], []
+            if text[start] == "#" and self.comments is not None:  # to the end of the line: nothing in it counts
+                end = text.find("\n", start)
+                self.pos = len(text) if end < 0 else end
+                self.comments.append((start, self.pos))
+                continue
             if text[start] == "#":  # only a word's first character starts a comment (a#b is one word)
                 self.shell.append(COMMENT)
             elif text[start] == "~":
