@@ -790,3 +790,16 @@ def test_words_after_a_comment_in_an_eugr_command_are_refused(project):
     assert result.stderr.startswith("peer/m.yaml:10:1: error: command: line 3 of the command holds a comment, and "
                                     "words follow it"), result.stderr
     assert not (project / "recipes" / "m").exists()
+
+
+def test_a_blank_line_ends_the_command_where_eugrs_launcher_keeps_it(project):
+    """eugr drops a command's blank lines only without Ray; with --ray the blank line after a `\\` stays, and bash
+    ends the serve command there: the flags after it never reach the engine (eugr's glm-5.2-nvfp4). The import
+    refuses to carry them, in one line; without Ray the same file imports whole."""
+    text = EUGR.replace("-tp {tensor_parallel} \\\n", "-tp {tensor_parallel} \\\n\n")
+    f = write(project / "peer" / "b.yaml", text)
+    plain = run("import", "--dry-run", str(f))
+    assert plain.exit_code == 0 and "cudagraph_mode" in plain.stdout, plain.output
+    ray = run("import", "--ray", "--dry-run", str(f))
+    assert ray.exit_code == 1 and len(ray.stderr.splitlines()) == 1, ray.output
+    assert "error: command: line 4 of the command ends without a `\\`, and words follow it" in ray.stderr, ray.stderr

@@ -20,6 +20,7 @@ from generator.resolve.argwords import flag_name
 ENTRYPOINTS = (("vllm", ("vllm", "serve")), ("sglang", ("python3", "-m", "sglang.launch_server")),
                ("sglang", ("python", "-m", "sglang.launch_server")), ("sglang", ("sglang", "serve")))
 _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
+_UNESCAPED_NEWLINE = re.compile(r"(?<!\\)\n")  # between words (outside quotes): it ends bash's command
 _TP = {"-tp", "--tensor-parallel-size", "--tp", "--tp-size"}
 _PP = {"-pp", "--pipeline-parallel-size", "--pp", "--pp-size"}
 _MODEL = {"--model", "--model-path"}
@@ -53,6 +54,13 @@ def split_command(text: str, fail: Callable[[str], Exception]) -> Command:
         words = shellwords.split(text)
     except shellwords.ShellSyntaxError as exc:
         raise fail(f"the command cannot be split into shell words: {exc}") from None
+    for before, after in zip(words, words[1:]):  # between words: outside any quote
+        ends = [m.start() for m in _UNESCAPED_NEWLINE.finditer(text, before.end, after.start)]
+        if ends:
+            line = text.count("\n", 0, ends[0]) + 1
+            raise fail(f"line {line} of the command ends without a `\\`, and words follow it: bash runs them as "
+                       "another command, so they would never reach the engine; end the line with `\\` (or, for "
+                       "a blank line after a `\\`, remove it)")
     env: list[tuple[str, str]] = []
     i = 0
     while i < len(words) and _ASSIGNMENT.match(words[i].text):
