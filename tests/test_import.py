@@ -803,3 +803,18 @@ def test_a_blank_line_ends_the_command_where_eugrs_launcher_keeps_it(project):
     ray = run("import", "--ray", "--dry-run", str(f))
     assert ray.exit_code == 1 and len(ray.stderr.splitlines()) == 1, ray.output
     assert "error: command: line 4 of the command ends without a `\\`, and words follow it" in ray.stderr, ray.stderr
+
+
+def test_eugr_runs_vllm_behind_an_images_own_program(project):
+    """eugr's launcher adds vLLM's rank flags to any command, so `exec <program> serve <model> ...` is vLLM behind a
+    wrapper of the image (deepseek-v4-flash-fp8-aiden's dsv4-vllm-entrypoint): the program is the entrypoint, `exec`
+    is what running the argv does anyway. A command with no `serve` after its program is still refused."""
+    f = write(project / "peer" / "w.yaml", EUGR.replace("vllm serve org/model", "exec /usr/local/bin/wrap serve org/model"))
+    result = run("import", "--dry-run", str(f))
+    assert result.exit_code == 0, result.output
+    data = tomllib.loads(result.stdout)
+    assert data["engine"] == "vllm" and data["entrypoint"] == ["/usr/local/bin/wrap", "serve"]
+    assert data["model"] == "org/model" and data["tensor_parallel_size"] == 2
+    f = write(project / "peer" / "u.yaml", EUGR.replace("vllm serve org/model", "uvicorn server:app"))
+    refused = run("import", "--dry-run", str(f))
+    assert refused.exit_code == 1 and "not a serve command recipegen knows" in refused.stderr

@@ -40,7 +40,10 @@ class Command:
     args: str  # the rest of the text, byte for byte
 
 
-def split_command(text: str, fail: Callable[[str], Exception]) -> Command:
+def split_command(text: str, fail: Callable[[str], Exception], vllm_wrapper: bool = False) -> Command:
+    """`vllm_wrapper`: the launcher runs vLLM whatever the command's program (eugr's adds vLLM's rank flags to any),
+    so `<program> serve <model> ...` is vLLM behind a wrapper of the image (eugr's deepseek-v4-flash-fp8-aiden runs
+    /usr/local/bin/dsv4-vllm-entrypoint, which sets up its venv and execs vllm): that program is the entrypoint."""
     try:
         # The peers run the command as a bash script: its comments are not words (an author's note after the
         # last flag, with an apostrophe in it, is common); they are cut before anything else. A comment runs to a
@@ -71,7 +74,11 @@ def split_command(text: str, fail: Callable[[str], Exception]) -> Command:
         env.append((name, value))
         i += 1
     texts = [w.text for w in words]
+    if texts[i:i + 1] == ["exec"] and not words[i].shell:  # sh replaces itself by the program: argv runs it so
+        i += 1
     found = next(((e, p) for e, p in ENTRYPOINTS if tuple(texts[i:i + len(p)]) == p), None)
+    if found is None and vllm_wrapper and texts[i + 1:i + 2] == ["serve"] and flag_name(texts[i]) is None:
+        found = ("vllm", (texts[i], "serve"))
     if found is None:
         raise fail(f"the command starts with {' '.join(texts[i:i + 3])!r}, not a serve command recipegen knows "
                    f"(`vllm serve`, `python3 -m sglang.launch_server`, `sglang serve`)")

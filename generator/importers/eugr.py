@@ -92,7 +92,7 @@ class EugrImporter:
         if command.endswith("\\"):
             command = command.rstrip("\\\n").rstrip()
         src = f"{doc.name}: command"
-        cmd = split_command(command.strip(), lambda m: doc.error("command", m))
+        cmd = split_command(command.strip(), lambda m: doc.error("command", m), vllm_wrapper=True)
         if cmd.engine != "vllm":
             raise doc.error("command", "eugr's launcher runs vLLM; this command starts "
                                        + " ".join(cmd.entrypoint))
@@ -108,7 +108,9 @@ class EugrImporter:
         if doc.data.get("cluster_only"):
             nodes = max(nodes, 2)
         how = "with Ray (--ray)" if ray else ("solo" if nodes == 1 else "without Ray (run-recipe.py's default)")
-        fields = [Field("engine", "vllm", f"{src} (vllm serve)"),
+        wrapped = ("" if cmd.entrypoint == ("vllm", "serve") else
+                   ": vLLM behind the image's own program, as eugr's launcher runs any command")
+        fields = [Field("engine", "vllm", f"{src} ({' '.join(cmd.entrypoint)}{wrapped})"),
                   Field("name", data["name"], f"{doc.name}: name"),
                   *([Field("description", str(data["description"]), f"{doc.name}: description")]
                     if data.get("description") else []),
