@@ -27,6 +27,8 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import shutil
+import tomllib
 from collections import Counter
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -370,9 +372,14 @@ IMPORTS = json.loads((PEERS / "imported" / "imported.json").read_text("utf-8"))[
 @pytest.mark.parametrize("file", sorted(IMPORTS))
 def test_published_files_import_into_recipes_validate_and_build_accept(file, tmp_path):
     want = IMPORTS[file]
+    peer = tmp_path / "peer"
+    shutil.copytree(PEERS / "imported", peer)
+    for path, size in want.get("stand_ins", {}).items():  # a payload too large to keep in the repository
+        (peer / path).write_bytes(bytes(range(256)) * (size // 256) + b"\xff" * (size % 256))
     with home(tmp_path / "home"):  # the import itself runs validate's and build's rules against the cluster
-        result = import_recipe(PEERS / "imported" / file, tmp_path / "recipes", None, ImportOptions(),
-                               cluster_file=CLUSTER)
+        result = import_recipe(peer / file, tmp_path / "recipes", None, ImportOptions(), cluster_file=CLUSTER)
+    for key, value in want.get("recipe", {}).items():
+        assert tomllib.loads((result.folder / "recipe.toml").read_text("utf-8"))[key] == value, key
     recipe = load_recipe(result.folder / "recipe.toml")
     plan = plan_recipe(recipe, load_cluster(CLUSTER), tmp_path, tmp_path / "out")
     words = steps(plan.nodes[0]).engine
