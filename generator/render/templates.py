@@ -107,7 +107,10 @@ def block(value: str, indent: int) -> Raw | str:
     file reads like the text itself; text a block cannot carry exactly falls back to a quoted scalar."""
     if "\n" not in value.rstrip("\n"):
         return value  # one line: finalize quotes it
-    return _multiline(value, indent)
+    rendered = _multiline(value, indent)
+    if rendered in _large_blocks:
+        _large_blocks[rendered][1] += 1
+    return rendered
 
 
 @lru_cache(maxsize=256)  # the group watch's text recurs in every rank's file: scanned and indented once
@@ -122,18 +125,20 @@ def _multiline(value: str, indent: int) -> Raw | str:
     lines = [pad + line if line else "" for line in stripped.split("\n")]
     rendered = Raw(f"|{chomp}\n" + "\n".join(lines) + "\n" * max(trailing - 1, 0))
     if len(value) >= LARGE_BLOCK and len(_large_blocks) < 64:
-        _large_blocks[rendered] = body
+        _large_blocks[rendered] = [body, 0]
     return rendered
 
 
 LARGE_BLOCK = 4096
-_large_blocks: dict[str, str] = {}  # a large block as rendered -> the text Compose reads from it ($ still doubled)
+# A large block as rendered -> [the text Compose reads from it ($ still doubled), how often it was rendered].
+_large_blocks: dict[str, list[Any]] = {}
 
 
 def large_blocks() -> tuple[tuple[str, str], ...]:
-    """The large multi-line texts this process rendered, each (as in the file, as YAML reads it): the group
-    watch recurs in every rank's file, and verify reads each one back once instead of in every file."""
-    return tuple(_large_blocks.items())
+    """The large multi-line texts this process rendered more than once, each (as in the file, as YAML reads it):
+    the group watch recurs in every rank's file, and verify reads it back once instead of in every file (a text
+    rendered once is left to its file's own parse, and costs no search in the others)."""
+    return tuple((rendered, body) for rendered, (body, uses) in _large_blocks.items() if uses > 1)
 
 
 def shell_word(value: object) -> str:

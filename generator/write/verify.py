@@ -54,8 +54,15 @@ def verify_compose(text: str, shown: str, blocks: tuple[tuple[str, str], ...] = 
     their own, and stand as one string in the file's own parse: the group watch is most of every rank's file,
     and reading it back in each was most of a large build's time. What the parse returns keeps the stand-in."""
     for block, value in blocks:
-        if block in text and _reads_back(block, value):
-            text = text.replace(block, BLOCK_READ_ONCE)
+        at = text.find(block)
+        if at < 0 or not _reads_back(block, value):
+            continue
+        pieces, start = [], 0
+        while at >= 0:  # one scan of the text (a Swarm stack holds the watch once per node)
+            pieces += [text[start:at], BLOCK_READ_ONCE]
+            start = at + len(block)
+            at = text.find(block, start)
+        text = "".join(pieces) + text[start:]
     try:
         document = read_yaml(text)
     except (ValueError, TypeError) as exc:  # a renderer bug, never a traceback
