@@ -818,3 +818,16 @@ def test_eugr_runs_vllm_behind_an_images_own_program(project):
     f = write(project / "peer" / "u.yaml", EUGR.replace("vllm serve org/model", "uvicorn server:app"))
     refused = run("import", "--dry-run", str(f))
     assert refused.exit_code == 1 and "not a serve command recipegen knows" in refused.stderr
+
+
+def test_a_secret_in_eugrs_env_is_named_once_and_benchmark_for_what_it_is(project):
+    """nemotron-cascade-2-30B-A3B's `HF_TOKEN: "${HF_TOKEN}"`: a secret is never carried, so the note that other
+    double-quoted values are carried as written would contradict the pass_env note; its `benchmark:` section is
+    what newer run-recipe.py releases run after launch, which `recipegen bench` does instead."""
+    text = EUGR.replace('  VLLM_X: "1"\n', '  VLLM_X: "1"\n  HF_TOKEN: "${HF_TOKEN}"\n') + "benchmark:\n  enabled: false\n"
+    result = run("import", "--dry-run", str(write(project / "peer" / "s.yaml", text)))
+    assert result.exit_code == 0, result.output
+    notes = [line for line in result.stderr.splitlines() if "env.HF_TOKEN" in line]
+    assert len(notes) == 1 and "pass_env" in notes[0], result.stderr
+    assert "warning[not-carried]: benchmark: the benchmark newer run-recipe.py releases run" in result.stderr
+    assert "${HF_TOKEN}" not in result.stdout and tomllib.loads(result.stdout)["pass_env"] == ["HF_TOKEN"]

@@ -23,6 +23,7 @@ import re
 import string
 from typing import Any
 
+from generator.check.secrets import secret_env
 from generator.importers.base import (EnvVar, Field, ImportedRecipe, ImportOptions, NotCarried, no_model,
                                       parallel_size, scalar_default)
 from generator.importers.command import split_command
@@ -169,6 +170,11 @@ def _data_parallel(command: str) -> int:
     return int(found[-1]) if found else 1
 
 
+# Keys newer run-recipe.py releases read, with no recipegen home.
+_OTHER_KEYS = {"benchmark": "the benchmark newer run-recipe.py releases run after launch when `enabled`: "
+                            "`recipegen bench` runs llama-benchy against the head instead; not carried"}
+
+
 def _not_carried(doc: YamlFile, env: dict[str, Any], wiring: tuple[str, ...]) -> list[NotCarried]:
     named = []
     if doc.data.get("build_args"):
@@ -177,11 +183,12 @@ def _not_carried(doc: YamlFile, env: dict[str, Any], wiring: tuple[str, ...]) ->
                                 "with that script, or give the recipe a `docker_image_dir`"))
     named += [NotCarried(f"env.{k}", doc.line("env", str(k)), "eugr exports it in double quotes, so bash would "
                                                              "expand or unescape it there; carried as written")
-              for k, v in env.items() if _SH_DOUBLE.search(str(v))]
+              for k, v in env.items() if _SH_DOUBLE.search(str(v)) and not secret_env(str(k), str(v))]  # a secret
+    # is not carried at all: split_secrets names it (pass_env)
     used = _placeholders(str(doc.data.get("command"))) | {"tensor_parallel", "pipeline_parallel"}
     named += [NotCarried(f"defaults.{k}", doc.line("defaults", str(k)), "no placeholder in the command uses it")
               for k in (doc.data.get("defaults") or {}) if str(k) not in used]
-    named += [NotCarried(k, doc.line(k), "not a key run-recipe.py reads: no recipegen home")
+    named += [NotCarried(k, doc.line(k), _OTHER_KEYS.get(str(k), "not a key run-recipe.py reads: no recipegen home"))
               for k in doc.data if k not in _KNOWN]
     named += [NotCarried("command", doc.line("command"), f"{flag}: rank wiring the compiler writes from the "
                                                          f"cluster file (dropped from args)") for flag in wiring]
