@@ -115,3 +115,19 @@ def test_swarm_never_asks_a_registry_for_an_image_made_on_the_nodes(local, monke
     assert [o.ok for o in SwarmBackend(None).start(dep)] == [True]  # type: ignore[arg-type]
     [args] = calls
     assert args[3:5] == ("--resolve-image", "never") if local else "--resolve-image" not in args
+
+
+@pytest.mark.parametrize("extra_file, message", [
+    ("recipes/r/mods/m/__pycache__/x.pyc", "holds '__pycache__', which recipegen does not read but the image's COPY"),
+    (None, "is a symlink, which the image's COPY would carry as a link"),
+])
+def test_the_image_holds_exactly_the_files_recipegen_read(tmp_path, monkeypatch, extra_file, message):
+    """COPY takes the folder as it is: a folder recipegen skips, or a link (which may dangle in the container),
+    would put into the image what the tag does not hash. Inline, the same mod travels as the files read."""
+    files = dict(SMALL, **({extra_file: b"\x00"} if extra_file else {"recipes/r/mods/m/data.txt": b"x\n"}))
+    root = project(tmp_path, files, extra='mods_transport = "image"')
+    if extra_file is None:
+        (root / "recipes" / "r" / "mods" / "m" / "link.txt").symlink_to(root / "recipes" / "r" / "mods" / "m" / "data.txt")
+    code, output = build(root, monkeypatch)
+    assert code == 1 and message in output and "recipes/r/recipe.toml:6:" in output, output
+    assert not (root / "out").exists()

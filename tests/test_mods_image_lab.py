@@ -49,7 +49,7 @@ def project(tmp_path: Path, clean_lab: Lab):
     lab.leave_swarm()
     for node in nodes:
         for ref in lab.docker(node, "images", "--format", "{{.Repository}}:{{.Tag}}",
-                              f"recipegen/{RID}-mods").stdout.split() + [BASE]:
+                              "recipegen.invalid/mods").stdout.split() + [BASE]:
             lab.docker(node, "rmi", "-f", ref, check=False)
 
 
@@ -71,7 +71,7 @@ def test_a_mod_no_compose_file_can_carry_runs_on_every_rank_from_its_image(proje
     nodes = lab.nodes[:2]
     out = root / "out" / RID
     tag = mods_image(root)
-    assert tag.startswith(f"recipegen/{RID}-mods:")
+    assert tag.startswith(f"recipegen.invalid/mods:{RID}-")
     for path in (out / "spark1" / "compose.yaml", out / "spark2" / "compose.yaml", out / "stack.yaml"):
         assert path.stat().st_size < 64 * 1024  # the mod is not in the committed files, only its image's recipe
 

@@ -19,7 +19,6 @@ from generator.deploy.requirements import engine_finding, needs_of_files
 from generator.deploy.targets import CompiledDeployment, Target, each
 from generator.plan.types import NodePlan
 from generator.resolve.model import HF_CACHE_IN_CONTAINER
-from generator.deploy.modsimage import mods_image_state
 from generator.resolve.modelid import read_model
 
 

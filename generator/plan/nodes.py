@@ -98,6 +98,14 @@ def _plan_node(recipe: Recipe, cluster: Cluster, chosen: tuple[Node, ...], rank:
         launch=launch, files=files, health=health, group=_group(recipe, cluster, chosen, container, health, digest))
 
 
+# The mods' image is made on the nodes and must never be fetched by its name: not from Docker Hub (where anyone may
+# own a `recipegen` namespace, and a Swarm node's agent tries to pull a tag at every task start whatever
+# `--resolve-image` says), nor from any registry: `.invalid` is reserved (RFC 2606), so a pull fails at DNS and
+# the node runs the image it has. The recipe id goes in the tag, which takes every recipe id (a repository path
+# refuses `a_-b`).
+MODS_IMAGE_REPOSITORY = "recipegen.invalid/mods"
+
+
 def _mods_image(recipe: Recipe, compose_dir: Path) -> ModsImage:
     """The derived image the mods travel in. Its context is the one folder they sit in (resolve/mods.py checked
     it); run.sh is made executable as the inline form makes it, the other files keep their modes."""
@@ -110,7 +118,7 @@ def _mods_image(recipe: Recipe, compose_dir: Path) -> ModsImage:
             digest.update(b"\0%s\0%d\0%d\0" % (f.path.encode("utf-8"), f.executable, len(f.data)) + f.data)
         lines += [f"COPY {m.name} {MODS_DIR}/{m.name}",
                   f"COPY --chmod=0755 {m.name}/{MOD_ENTRY} {MODS_DIR}/{m.name}/{MOD_ENTRY}"]
-    return ModsImage(f"recipegen/{recipe.id}-mods:{digest.hexdigest()[:16]}", recipe.docker_image,
+    return ModsImage(f"{MODS_IMAGE_REPOSITORY}:{recipe.id[:100]}-{digest.hexdigest()[:16]}", recipe.docker_image,
                      _relative(context, compose_dir.resolve()), "\n".join(lines) + "\n", len(lines) - 1)
 
 

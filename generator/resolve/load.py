@@ -18,7 +18,7 @@ from generator.resolve.benchtable import bench_table, merged
 from generator.resolve.model import (CONTAINER_KEYS, DEFAULT, ENGINE_DEFAULT_ENTRYPOINT, RECIPE_ID, RECIPE_SCALARS, Arg,
                                      Cluster, ContainerOptions, Mod, Mount, Node, Origin, Recipe, Router, Ulimits,
                                      container_target)
-from generator.resolve.mods import image_context, in_image, load_mods
+from generator.resolve.mods import image_context, image_refusal, in_image, load_mods
 
 RECIPE_FILE = "recipe.toml"
 
@@ -195,6 +195,10 @@ def _mods_in_image(transport: str, mods: tuple[Mod, ...], mods_from: tuple[TomlD
     if image_dir:
         raise at(0, "mods carried in an image cannot be combined with docker_image_dir (Compose builds one image "
                     "for a service): COPY the mods in that Dockerfile to /workspace/mods/<name> and drop `mods`")
+    for i, mod in enumerate(mods):
+        why = image_refusal(mod)
+        if why:
+            raise at(i, why)
     image_context(mods, at)
     return True
 

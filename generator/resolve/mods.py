@@ -24,6 +24,7 @@ from generator.resolve.model import Mod, ModFile
 
 MOD_ENTRY = "run.sh"
 MAX_MOD_BYTES = 1024 * 1024  # all files of one mod: they are committed inside every node's compose file
+_SKIPPED = ("__pycache__", ".git")  # folders a mod may hold that are not its files
 _SAFE_NAME = re.compile(r"[A-Za-z0-9._+-]+")  # one path segment, as it lands in the container
 
 
@@ -95,6 +96,25 @@ def in_image(transport: str, mods: tuple[Mod, ...], at: Callable[[int, str], Rec
     return False
 
 
+def image_refusal(mod: Mod) -> str | None:
+    """Why `COPY` of the mod's folder would not put into the image exactly the files recipegen read and hashed: a
+    link (COPY carries the link, which may dangle in the container) or a folder recipegen skips (COPY takes it)."""
+    if mod.folder is None:
+        return None
+    for dirpath, dirnames, filenames in os.walk(mod.folder, followlinks=False):
+        for name in sorted(dirnames):
+            if name in _SKIPPED:
+                relative = (Path(dirpath) / name).relative_to(mod.folder).as_posix()
+                return (f"mod '{mod.source}' holds '{relative}', which recipegen does not read but the image's COPY "
+                        "would carry: remove it from the mod folder")
+        for name in sorted(filenames):
+            if (Path(dirpath) / name).is_symlink():
+                relative = (Path(dirpath) / name).relative_to(mod.folder).as_posix()
+                return (f"mod file '{mod.source}/{relative}' is a symlink, which the image's COPY would carry as a "
+                        "link (dangling in the container): put the file itself in the mod folder")
+    return None
+
+
 def image_context(mods: tuple[Mod, ...], at: Callable[[int, str], RecipegenError]) -> Path:
     """The build context of the derived image: the one folder every mod sits in (Compose sends one context)."""
     parents = {m.folder.resolve().parent for m in mods if m.folder is not None}
@@ -111,7 +131,7 @@ def read_files(folder: Path, fail: Callable[[str], RecipegenError]) -> tuple[Mod
     files: list[ModFile] = []
     root = folder.resolve()
     for dirpath, dirnames, filenames in os.walk(folder, followlinks=False):
-        dirnames[:] = sorted(d for d in dirnames if d not in ("__pycache__", ".git"))
+        dirnames[:] = sorted(d for d in dirnames if d not in _SKIPPED)
         for d in dirnames:  # os.walk lists a linked folder but does not enter it: say so, never drop it silently
             if (Path(dirpath) / d).is_symlink():
                 relative = (Path(dirpath) / d).relative_to(folder).as_posix()
