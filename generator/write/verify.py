@@ -41,28 +41,38 @@ def _compose_validator() -> Any:
 BLOCK_READ_ONCE = '"recipegen: a block read back on its own"'
 
 
-@lru_cache(maxsize=64)
-def _reads_back(block: str, value: str) -> bool:
+@lru_cache(maxsize=256)
+def _reads_back(line_start: str, block: str, value: str) -> bool:
+    """The block, after what its first line starts with in the file (`      - `, `    content: `), reads back as
+    one scalar equal to value: its indentation is checked against that line's, as the whole file's parse would."""
     try:
-        return bool(read_yaml(f"k: {block}\n") == {"k": value})
+        found = read_yaml(f"{line_start}{block}\n")
     except (ValueError, TypeError):
         return False
+    scalars = found if isinstance(found, list) else list(found.values()) if isinstance(found, dict) else []
+    return scalars == [value]
+
+
+def _stand_in(text: str, block: str, value: str) -> str:
+    """The text with each whole occurrence of block that reads back as value replaced by BLOCK_READ_ONCE; one scan."""
+    pieces, start, at = [], 0, text.find(block)
+    while at >= 0:
+        end = at + len(block)
+        line_start = text[text.rfind("\n", 0, at) + 1:at]
+        if (end == len(text) or text[end] == "\n") and _reads_back(line_start, block, value):
+            pieces += [text[start:at], BLOCK_READ_ONCE]
+            start = end
+        at = text.find(block, end)
+    return "".join(pieces) + text[start:] if pieces else text
 
 
 def verify_compose(text: str, shown: str, blocks: tuple[tuple[str, str], ...] = ()) -> dict[str, Any]:
     """Parse and schema-check one generated file. `blocks` (render's large_blocks) are read back once each, on
-    their own, and stand as one string in the file's own parse: the group watch is most of every rank's file,
-    and reading it back in each was most of a large build's time. What the parse returns keeps the stand-in."""
+    their own after their line's start, and stand as one string in the file's own parse: the group watch is most of
+    every rank's file, and reading it back in each was most of a large build's time. What the parse returns keeps
+    the stand-in."""
     for block, value in blocks:
-        at = text.find(block)
-        if at < 0 or not _reads_back(block, value):
-            continue
-        pieces, start = [], 0
-        while at >= 0:  # one scan of the text (a Swarm stack holds the watch once per node)
-            pieces += [text[start:at], BLOCK_READ_ONCE]
-            start = at + len(block)
-            at = text.find(block, start)
-        text = "".join(pieces) + text[start:]
+        text = _stand_in(text, block, value)
     try:
         document = read_yaml(text)
     except (ValueError, TypeError) as exc:  # a renderer bug, never a traceback
