@@ -831,3 +831,21 @@ def test_a_secret_in_eugrs_env_is_named_once_and_benchmark_for_what_it_is(projec
     assert len(notes) == 1 and "pass_env" in notes[0], result.stderr
     assert "warning[not-carried]: benchmark: the benchmark newer run-recipe.py releases run" in result.stderr
     assert "${HF_TOKEN}" not in result.stdout and tomllib.loads(result.stdout)["pass_env"] == ["HF_TOKEN"]
+
+
+@pytest.mark.parametrize("command, ends", [
+    ("vllm serve m --a x\\\\\n--port 1", True),  # `x\\`: an escaped backslash, then a newline that ends the command
+    ("vllm serve m --a x \\\n--port 1", False),  # a continuation
+    ("vllm serve m --a 'x\\' \\\n--port 1", False),  # a quoted backslash, then a continuation
+])
+def test_a_backslash_inside_a_word_does_not_continue_the_line(command: str, ends: bool):
+    from generator.importers.command import split_command
+
+    def fail(message: str) -> Exception:
+        return ValueError(message)
+
+    if ends:
+        with pytest.raises(ValueError, match="line 1 of the command ends without"):
+            split_command(command, fail)
+    else:
+        assert "--port 1" in split_command(command, fail).args

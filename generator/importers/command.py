@@ -20,7 +20,6 @@ from generator.resolve.argwords import flag_name
 ENTRYPOINTS = (("vllm", ("vllm", "serve")), ("sglang", ("python3", "-m", "sglang.launch_server")),
                ("sglang", ("python", "-m", "sglang.launch_server")), ("sglang", ("sglang", "serve")))
 _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
-_UNESCAPED_NEWLINE = re.compile(r"(?<!\\)\n")  # between words (outside quotes): it ends bash's command
 _TP = {"-tp", "--tensor-parallel-size", "--tp", "--tp-size"}
 _PP = {"-pp", "--pipeline-parallel-size", "--pp", "--pp-size"}
 _MODEL = {"--model", "--model-path"}
@@ -57,10 +56,10 @@ def split_command(text: str, fail: Callable[[str], Exception], vllm_wrapper: boo
         words = shellwords.split(text)
     except shellwords.ShellSyntaxError as exc:
         raise fail(f"the command cannot be split into shell words: {exc}") from None
-    for before, after in zip(words, words[1:]):  # between words: outside any quote
-        ends = [m.start() for m in _UNESCAPED_NEWLINE.finditer(text, before.end, after.start)]
-        if ends:
-            line = text.count("\n", 0, ends[0]) + 1
+    for before, after in zip(words, words[1:]):  # between words: outside any quote, and no word's backslash
+        end = _command_end(text, before.end, after.start)
+        if end is not None:
+            line = text.count("\n", 0, end) + 1
             raise fail(f"line {line} of the command ends without a `\\`, and words follow it: bash runs them as "
                        "another command, so they would never reach the engine; end the line with `\\` (or, for "
                        "a blank line after a `\\`, remove it)")
@@ -122,6 +121,20 @@ def split_command(text: str, fail: Callable[[str], Exception], vllm_wrapper: boo
     if args is None:  # a cut that changed another word: never write that recipe
         raise fail("the command's flags could not be separated from the compiler's without changing a word")
     return Command(engine, entrypoint, tuple(env), model, tp, pp, backend, tuple(wiring), args)
+
+
+def _command_end(text: str, start: int, stop: int) -> int | None:
+    """Where a gap between two words (blanks and `\\<newline>` continuations only) holds a newline no backslash
+    escapes: bash's command ends there. None: the gap continues the command."""
+    i = start
+    while i < stop:
+        if text.startswith("\\\n", i):
+            i += 2
+        elif text[i] == "\n":
+            return i
+        else:
+            i += 1
+    return None
 
 
 def _groups(words: list[shellwords.Word]) -> list[list[shellwords.Word]]:
