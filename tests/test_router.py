@@ -75,8 +75,15 @@ def test_golden_case_routes_every_served_name():
 def test_haproxy_settings_the_issue_asks_for():
     config = (CASE / "expected" / "_router" / "haproxy.cfg").read_text("utf-8")
     for needed in ("option http-buffer-request", "option http-no-delay", "json_query('$.model')",
-                   "option httpchk GET /health", "tune.bufsize 4259840"):  # max_body 4m + 64 KiB of headers
+                   "tune.bufsize 4259840"):  # max_body 4m + 64 KiB of headers
         assert needed in config, needed
+    # Each backend's check: the head lists the recipe's first name (another recipe's head at that address, the
+    # node's one GPU taken in turn, does not pass); /health where the engine asks for an API key (VLLM_API_KEY).
+    backends = {part.split("\n", 1)[0].strip(): part for part in config.split("\nbackend ")[1:]}
+    assert "option httpchk GET /v1/models\n    http-check expect rstring '\"id\" *: *\"qwen3-coder\"'" \
+        in backends["recipe_qwen3-coder"]
+    assert "http-check expect rstring '\"id\" *: *\"glm-4\\.5-air\"'" in backends["recipe_glm-air"]
+    assert "option httpchk GET /health\n    http-check expect status 200" in backends["recipe_small-model"]
 
 
 def test_compose_file_carries_the_config_and_no_key(tmp_path: Path):
@@ -331,3 +338,27 @@ def test_api_key_from_the_environment(tmp_path: Path, haproxy: str, monkeypatch:
                      headers={"Authorization": "Bearer k-123"})
         assert ok.status == 200 and ok.chunks == 16
         assert request("127.0.0.1", router, "GET", "/health").status == 200  # probes need no key
+
+
+def test_another_recipe_at_the_same_head_does_not_pass_for_this_one(tmp_path: Path, haproxy: str):
+    """One GPU per node: recipes take turns at a node's address and port (the bundled cluster's qwen3-coder and
+    deepseek both serve spark1:8000). While one runs there, the other's backend must be down, so its model gets the
+    router's fast 503 naming it, not the running engine's own 404, and `ps` does not show it up."""
+    port = free_port()
+    router = free_port()
+    project = write_project(tmp_path / "p", CLUSTER + router_table(port=router, health_interval="200ms"), {
+        model: recipe(f"org/{model}", "a", "--served-model-name", model, "--port", str(port))
+        for model in ("alpha", "beta")})
+    assert recipegen(project, "build").exit_code == 0
+    head = StandIn("127.0.0.1", port, "alpha").start()  # alpha runs at the shared address
+    proc = start_haproxy(project / "out" / "_router" / "haproxy.cfg")
+    try:
+        wait_listening("127.0.0.1", router)
+        time.sleep(0.8)  # health checks every 200 ms, two to change a server's state
+        assert request("127.0.0.1", router, "POST", "/v1/chat/completions", chat("alpha", 3)).status == 200
+        beta = request("127.0.0.1", router, "POST", "/v1/chat/completions", chat("beta", 3))
+        assert beta.status == 503 and "recipe beta is not serving" in beta.json()["error"]["message"], beta.body
+    finally:
+        proc.kill()
+        proc.wait(timeout=10)
+        head.stop()

@@ -7,6 +7,7 @@ what it wrote). Built from the recipes the cluster's `[router]` serves, after ch
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 
 from generator.engines.ranks import flag_value, serve_port, served_names
@@ -25,6 +26,9 @@ HEADER_ROOM = 64 * 1024
 MAXREWRITE = 16 * 1024
 
 
+_REGEX_SPECIAL = re.compile(r"[.\[\]{}()*+?^$|\\]")  # what a regular expression (PCRE or POSIX ERE) reads as syntax
+
+
 @dataclass(frozen=True)
 class Route:
     """One recipe behind the router: the names its engine answers to and where its head serves."""
@@ -35,6 +39,15 @@ class Route:
     address: str  # the head node's fabric address
     port: int
     tls: bool  # the engine serves https (`--ssl-certfile`)
+    # The name the health check asks the head's /v1/models for: a head serving another recipe at the same address
+    # and port (one GPU per node: recipes take turns on it) must not pass for this one. None: the engine asks
+    # for an API key there (`--api-key`, VLLM_API_KEY), and the check asks /health alone.
+    check_name: str | None = None
+
+    @property
+    def check_pattern(self) -> str:
+        """The /v1/models body holds `"id": "<name>"` (compact or not: vLLM's and SGLang's JSON, the lab's)."""
+        return '"id" *: *"' + _REGEX_SPECIAL.sub(r"\\\g<0>", self.check_name or "") + '"'
 
     @property
     def backend(self) -> str:
@@ -88,8 +101,10 @@ def plan_router(recipes: list[Recipe], cluster: Cluster, cluster_source: str) ->
     for recipe in recipes:
         head = cluster.nodes_for(recipe)[0]
         names = tuple(dict.fromkeys(name for name, _ in served_names(recipe)))
+        keyed = flag_value(recipe, "--api-key") is not None or "VLLM_API_KEY" in {*recipe.env, *recipe.pass_env,
+                                                                                  *cluster.env, *cluster.pass_env}
         routes.append(Route(recipe.id, names, head.name, head.address, serve_port(recipe),
-                            flag_value(recipe, "--ssl-certfile") is not None))
+                            flag_value(recipe, "--ssl-certfile") is not None, None if keyed else names[0]))
     return RouterPlan(cluster.name, cluster_source, router.nodes, router.port, router.image,
                       size_bytes(router.max_body) or 0, router.api_key_env, _ms(router.health_interval),
                       _ms(router.timeout), tuple(routes))
