@@ -53,16 +53,32 @@ def _reads_back(line_start: str, block: str, value: str) -> bool:
     return scalars == [value]
 
 
-def _stand_in(text: str, block: str, value: str) -> str:
-    """The text with each whole occurrence of block that reads back as value replaced by BLOCK_READ_ONCE; one scan."""
-    pieces, start, at = [], 0, text.find(block)
+_KEY = 256  # a block's first characters: its indicator, indentation and first line (blocks are 4 KiB or more)
+
+
+@lru_cache(maxsize=8)
+def _index(blocks: tuple[tuple[str, str], ...]) -> dict[str, list[tuple[str, str]]]:
+    index: dict[str, list[tuple[str, str]]] = {}
+    for block, value in blocks:
+        index.setdefault(block[:_KEY], []).append((block, value))
+    return index
+
+
+def _stand_in(text: str, blocks: tuple[tuple[str, str], ...]) -> str:
+    """The text with each whole occurrence of a block that reads back as its value replaced by BLOCK_READ_ONCE.
+    One scan: every block starts with YAML's `|`, so only the places holding one are looked up."""
+    index = _index(blocks)
+    pieces: list[str] = []
+    start, at = 0, text.find("|")
     while at >= 0:
-        end = at + len(block)
-        line_start = text[text.rfind("\n", 0, at) + 1:at]
-        if (end == len(text) or text[end] == "\n") and _reads_back(line_start, block, value):
-            pieces += [text[start:at], BLOCK_READ_ONCE]
-            start = end
-        at = text.find(block, end)
+        for block, value in index.get(text[at:at + _KEY], ()):
+            end = at + len(block)
+            if text.startswith(block, at) and (end == len(text) or text[end] == "\n") \
+                    and _reads_back(text[text.rfind("\n", 0, at) + 1:at], block, value):
+                pieces += [text[start:at], BLOCK_READ_ONCE]
+                start = end
+                break
+        at = text.find("|", max(at + 1, start))
     return "".join(pieces) + text[start:] if pieces else text
 
 
@@ -71,8 +87,8 @@ def verify_compose(text: str, shown: str, blocks: tuple[tuple[str, str], ...] = 
     their own after their line's start, and stand as one string in the file's own parse: the group watch is most of
     every rank's file, and reading it back in each was most of a large build's time. What the parse returns keeps
     the stand-in."""
-    for block, value in blocks:
-        text = _stand_in(text, block, value)
+    if blocks:
+        text = _stand_in(text, blocks)
     try:
         document = read_yaml(text)
     except (ValueError, TypeError) as exc:  # a renderer bug, never a traceback
