@@ -2,10 +2,11 @@
 
 Where the recipe has a build context the image is built on each node lacking it (compose build); where its mods
 travel in an image (mods_transport), the base image is placed as any image and the mods' image built on each node
-lacking it or holding one built from an older base; otherwise the image is copied from a node that has it: node to node over the fabric addresses, a chain of helper containers
-(generator/transfer/image_chain.py), and through this machine (one `docker save` fanned out to each `docker
-load`, generator/transfer/images.py) for a node that cannot take part. Each result says which. Nodes whose
-image id already matches the source's are left alone, so a second run copies nothing.
+lacking it or holding one built from an older base; otherwise the image is copied from a node that has it: node
+to node over the fabric addresses, a chain of helper containers (generator/transfer/image_chain.py), and
+through this machine (one `docker save` fanned out to each `docker load`, generator/transfer/images.py) for a
+node that cannot take part. Each result says which. Nodes whose image id already matches the source's are left
+alone, so a second run copies nothing.
 """
 
 from __future__ import annotations
