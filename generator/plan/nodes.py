@@ -192,7 +192,8 @@ def input_hash(recipe: Recipe, cluster: Cluster, chosen: tuple[Node, ...]) -> st
         "build": [recipe.build_args, recipe.dockerfile],
         "setup": [a.word for a in recipe.setup],
         "mods": [[m.name, [[f.path, hashlib.sha256(f.data).hexdigest() if recipe.mods_in_image else f.text,
-                             f.executable] for f in m.files]] for m in recipe.mods] + [["image"]] * recipe.mods_in_image,
+                             f.executable] for f in m.files]] for m in recipe.mods]
+                + [["image"]] * recipe.mods_in_image,
         "ulimits": [cluster.ulimits.memlock, cluster.ulimits.stack],
         "nodes": [[n.name, n.address, n.context, n.home, n.env] for n in chosen],
     }
