@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from generator.deploy import findings as codes
 from generator.deploy.docker import DockerError, Failure, reason
 from generator.deploy.findings import Finding, Severity
-from generator.deploy.modsimage import mods_image_state
+from generator.deploy.modsimage import ModsImageState, mods_image_state
 from generator.deploy.targets import CompiledDeployment, Target, each
 
 BUILD_TIMEOUT = 3600.0
@@ -99,7 +99,7 @@ def _sync_mods_image(dep: CompiledDeployment) -> dict[str, ImageResult]:
     results: dict[str, ImageResult] = {t.name: _unreadable(t, r) for t in dep.targets
                                        if isinstance(r := states[t.name], Exception)}
     live = [t for t in dep.targets if t.name not in results]
-    todo = [t for t in live if not getattr(states[t.name], "usable", False)]
+    todo = [t for t in live if not (isinstance(state := states[t.name], ModsImageState) and state.usable)]
     if todo:
         base = _sync(dep, spec.base, build=False)
         results.update({t.name: base[t.name] for t in todo if base[t.name].finding is not None})
