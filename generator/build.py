@@ -12,8 +12,8 @@ from generator.check.rules import lint_cluster, lint_recipe
 from generator.diagnostics import Diagnostic, RecipegenError
 from generator.plan.nodes import plan_recipe
 from generator.plan.router import plan_router
-from generator.plan.types import RecipePlan
-from generator.render.templates import large_blocks, render_node, render_stack
+from generator.plan.types import WATCH_FILE, RecipePlan
+from generator.render.templates import render_node, render_stack, render_watch
 from generator.render.router import render_router
 from generator.render.sizes import launcher_sizes
 from generator.resolve.load import load_cluster, load_recipe
@@ -104,9 +104,11 @@ def compile_one(path: Path, cluster: Cluster, root: Path, out_dir: Path,
     plan = plan_recipe(recipe, cluster, root, out_dir)
     files = {f"{recipe.id}/{node.node.name}/compose.yaml": stamp(render_node(plan, node.rank)) for node in plan.nodes}
     files[f"{recipe.id}/stack.yaml"] = stamp(render_stack(plan))
-    blocks = large_blocks()
     for name, text in files.items():
-        verify_compose(text, f"{out_dir.name}/{name}", blocks)
+        verify_compose(text, f"{out_dir.name}/{name}")
+    watch = render_watch(plan)
+    if watch is not None:  # the Swarm stack's config file: Python, not YAML
+        files[f"{recipe.id}/{WATCH_FILE}"] = stamp(watch)
     return plan, files, findings
 
 

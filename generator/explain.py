@@ -86,8 +86,7 @@ def _node_section(plan: RecipePlan, node: NodePlan) -> tuple[str, list[Line]]:
     title = (f"node {node.node.name}: rank {node.rank} ({role}), context {node.node.context}, "
              f"address {node.node.address}")
     entry = node.entrypoint
-    shown = [_quote(a.word) if node.group is None or a.word != node.group.source else
-             f"<the group watch: generator/runtime/groupwatch.py, {len(a.word.encode()) // 1024} KiB>" for a in entry]
+    shown = [_quote(a.word) for a in entry]
     lines = [Line("command:"), Line("  " + " ".join(shown), entry[0].origin, "entrypoint")]
     for group in group_flags(node.arguments):
         if group.flag is None:  # leading words: the compiler's model, or `-c SCRIPT` of a Ray head

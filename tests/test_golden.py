@@ -30,7 +30,7 @@ import yaml
 from click.testing import CliRunner
 
 from generator.cli import main
-from watchwords import without_watch
+from watchwords import service_argv, without_watch
 
 TESTS = Path(__file__).resolve().parent
 REPO = TESTS.parent
@@ -137,7 +137,7 @@ def built(tmp_path_factory):
 
 def argv(service: dict) -> list[str]:
     """What the container runs: entrypoint + command (an image's own ENTRYPOINT aside)."""
-    return without_watch([*(service.get("entrypoint") or []), *(service.get("command") or [])])
+    return service_argv(service)
 
 
 def services(out: Path, recipe_id: str, nodes: list[str]) -> list[tuple[str, dict, dict]]:
@@ -647,8 +647,9 @@ def test_stale_nodes_and_recipes_vanish(tmp_path: Path):
     result = recipegen(project, "build", "--out", str(out))
     assert result.exit_code == 0, result.output
     assert [k for k, v in snapshot(out).items() if v is not None] == [
-        "keep-me/notes.txt", "wide/s1/compose.yaml", "wide/s2/compose.yaml", "wide/stack.yaml"]
-    assert sorted(snapshot(out)) == ["keep-me/", "keep-me/notes.txt", "wide/", "wide/s1/", "wide/s1/compose.yaml",
+        "keep-me/notes.txt", "wide/group-watch.py", "wide/s1/compose.yaml", "wide/s2/compose.yaml", "wide/stack.yaml"]
+    assert sorted(snapshot(out)) == ["keep-me/", "keep-me/notes.txt", "wide/", "wide/group-watch.py", "wide/s1/",
+                                     "wide/s1/compose.yaml",
                                      "wide/s2/", "wide/s2/compose.yaml", "wide/stack.yaml"]
     assert load(out / "wide" / "stack.yaml")["services"].keys() == {"s1", "s2"}
     assert recipegen(project, "build", "--check", "--out", str(out)).exit_code == 0

@@ -13,7 +13,7 @@ import sys
 import time
 from pathlib import Path
 
-from generator.plan.types import _watch_source
+from generator.plan.types import watch_source
 from generator.runtime import groupwatch
 
 WATCH = Path(groupwatch.__file__)
@@ -28,8 +28,11 @@ def free_port() -> int:
 def start(tmp: Path, rank: int, port: int, engine: str, limit: int = 5, group: str = "r:1",
           shipped: bool = False) -> subprocess.Popen:
     """A watch of rank `rank` (of 2) whose engine is `python3 -c engine`; its state in tmp/state-RANK.json. shipped:
-    run the text the compiler ships (`python3 -c`), not the file."""
-    watch = ["-c", _watch_source()] if shipped else [str(WATCH)]
+    run the text the compiler ships, not the module."""
+    shipped_file = tmp / "group-watch.py"  # as the compiler ships it: a config file in the container
+    if shipped:
+        shipped_file.write_text(watch_source())
+    watch = [str(shipped_file if shipped else WATCH)]
     argv = [sys.executable, *watch, "--rank", str(rank), "--ranks", "2", "--node", f"n{rank}",
             "--head", "127.0.0.1", "--port", str(port), "--limit", str(limit), "--window", "600", "--grace", "2",
             "--state", str(tmp / f"state-{rank}.json"), "--group", group, "--", sys.executable, "-c", engine]

@@ -31,7 +31,7 @@ from hypothesis import strategies as st
 
 from generator.check.secrets import SECRET_VALUE, secret_name  # the `secret` rule's patterns: its refusals are filtered
 from test_golden import compose_binary, compose_env, recipegen
-from watchwords import without_watch
+from watchwords import service_argv, without_watch
 
 # What the lint rules reject on purpose (docs/recipe-format.md: "the compiler owns ... a recipe that sets one is an error").
 OWNED_VLLM = {"--model", "--tensor-parallel-size", "-tp", "--pipeline-parallel-size", "-pp",
@@ -153,7 +153,7 @@ def check_service(service: dict, env: dict[str, str], command: list[str], mounts
     for name, value in env.items():
         assert got_env[name] == escaped(value), name
     assert set(got_env) == set(env) | {"VLLM_HOST_IP"}
-    assert without_watch([*(service.get("entrypoint") or []), *service["command"]]) == [escaped(w) for w in command]
+    assert service_argv(service) == [escaped(w) for w in command]
     binds = {v["target"]: (v["source"], v.get("read_only", False)) for v in service["volumes"] if v["type"] == "bind"}
     for host, target, read_only in mount_paths(mounts):
         assert binds.get(escaped(target)) == (escaped(host), read_only), (target, sorted(binds))

@@ -93,7 +93,7 @@ def test_the_first_recipe_validates_and_builds_as_written(tmp_path: Path) -> Non
         if words[:2] in (["recipegen", "validate"], ["recipegen", "build"], ["recipegen", "explain"]):
             run = _recipegen(project, *words[1:], *(["--strict"] if words[1] == "validate" else []))
             assert run.returncode == 0, f"{line}\n{run.stdout}{run.stderr}"
-    assert sorted(p.name for p in (project / "out" / recipe_id).iterdir()) == ["spark1", "stack.yaml"]
+    assert sorted(p.name for p in (project / "out" / recipe_id).iterdir()) == ["group-watch.py", "spark1", "stack.yaml"]
     two = re.search(r"Two nodes: add ((?:`[a-z_]+ = \d+`(?: and )?)+)", section)
     assert two, "the README says how to run it on two nodes"
     recipe = project / "recipes" / recipe_id / "recipe.toml"

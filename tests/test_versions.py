@@ -83,7 +83,7 @@ def test_up_and_down_refuse_an_old_compose_in_one_line(tmp_path: Path, monkeypat
 def test_files_without_inline_configs_deploy_with_an_older_compose(tmp_path: Path, monkeypatch) -> None:
     for key, value in _fake_docker(tmp_path, "2.20.3").items():
         monkeypatch.setenv(key, value)
-    assert ComposeBackend().ready(_deployment(tmp_path, "vllm-mp-2node"), change=True) == []
+    assert ComposeBackend().ready(_deployment(tmp_path, "restart-never"), change=True) == []
 
 
 def test_an_old_engine_is_named_with_the_feature_it_lacks() -> None:
@@ -97,9 +97,10 @@ def test_an_old_engine_is_named_with_the_feature_it_lacks() -> None:
     assert engine_finding("spark1", plain, "18.09.1") is not None
 
 
-@pytest.mark.parametrize("version, level", [("2.20.3", "warning"), ("2.23.1", "ok")])
+@pytest.mark.parametrize("version, level", [("2.20.3", "error"), ("2.23.1", "ok")])
 def test_doctor_weighs_this_machines_compose(tmp_path: Path, monkeypatch, version: str, level: str) -> None:
-    """doctor has no recipe: it checks Compose against a file with a launcher, as a warning (others deploy)."""
+    """doctor has no recipe: it checks Compose against a file whose group restarts (the watch is an inline config),
+    as an error: only restart = "never" without a launcher deploys with an older one."""
     from generator.cluster.doctor import _compose_check
     from generator.render.versions import needs_of
 

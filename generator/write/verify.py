@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
-from functools import cache, lru_cache
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -37,58 +37,8 @@ def _compose_validator() -> Any:
     return jsonschema_rs.validator_for(json.loads(path.read_text("utf-8")))
 
 
-# What a large block is replaced by before its file is parsed: a string, as the block is, for the schema.
-BLOCK_READ_ONCE = '"recipegen: a block read back on its own"'
-
-
-@lru_cache(maxsize=256)
-def _reads_back(line_start: str, block: str, value: str) -> bool:
-    """The block, after what its first line starts with in the file (`      - `, `    content: `), reads back as
-    one scalar equal to value: its indentation is checked against that line's, as the whole file's parse would."""
-    try:
-        found = read_yaml(f"{line_start}{block}\n")
-    except (ValueError, TypeError):
-        return False
-    scalars = found if isinstance(found, list) else list(found.values()) if isinstance(found, dict) else []
-    return scalars == [value]
-
-
-_KEY = 256  # a block's first characters: its indicator, indentation and first line (blocks are 4 KiB or more)
-
-
-@lru_cache(maxsize=8)
-def _index(blocks: tuple[tuple[str, str], ...]) -> dict[str, list[tuple[str, str]]]:
-    index: dict[str, list[tuple[str, str]]] = {}
-    for block, value in blocks:
-        index.setdefault(block[:_KEY], []).append((block, value))
-    return index
-
-
-def _stand_in(text: str, blocks: tuple[tuple[str, str], ...]) -> str:
-    """The text with each whole occurrence of a block that reads back as its value replaced by BLOCK_READ_ONCE.
-    One scan: every block starts with YAML's `|`, so only the places holding one are looked up."""
-    index = _index(blocks)
-    pieces: list[str] = []
-    start, at = 0, text.find("|")
-    while at >= 0:
-        for block, value in index.get(text[at:at + _KEY], ()):
-            end = at + len(block)
-            if text.startswith(block, at) and (end == len(text) or text[end] == "\n") \
-                    and _reads_back(text[text.rfind("\n", 0, at) + 1:at], block, value):
-                pieces += [text[start:at], BLOCK_READ_ONCE]
-                start = end
-                break
-        at = text.find("|", max(at + 1, start))
-    return "".join(pieces) + text[start:] if pieces else text
-
-
-def verify_compose(text: str, shown: str, blocks: tuple[tuple[str, str], ...] = ()) -> dict[str, Any]:
-    """Parse and schema-check one generated file. `blocks` (render's large_blocks) are read back once each, on
-    their own after their line's start, and stand as one string in the file's own parse: the group watch is most of
-    every rank's file, and reading it back in each was most of a large build's time. What the parse returns keeps
-    the stand-in."""
-    if blocks:
-        text = _stand_in(text, blocks)
+def verify_compose(text: str, shown: str) -> dict[str, Any]:
+    """Parse and schema-check one generated file."""
     try:
         document = read_yaml(text)
     except (ValueError, TypeError) as exc:  # a renderer bug, never a traceback
