@@ -283,8 +283,11 @@ def group_lines(project: str, group: GroupRecord | None) -> list[str]:
     bound = f"; bound {group.limit} in {window}" if group.limit else ""
     line = f": {group.last_line}" if group.last_line else ""
     lines = [f"{project}: {group.restarts} group restart(s) ({group.recent} within the window{bound}), the last at "
-             f"{when}: {group.last_reason}{line}",
-             f"{project}: restarts by cause: " + ", ".join(f"{who} {n}" for who, n in group.by_rank)]
+             f"{when} ({group.last_cause}): {group.last_reason}{line}",
+             f"{project}: restarts by rank: " + ", ".join(f"{who} {n}" for who, n in group.by_rank),
+             f"{project}: restarts by cause: " + ", ".join(f"{kind} {n}" for kind, n in group.by_cause)]
+    if group.memory_wait:
+        lines.append(f"{project}: {group.memory_wait}")
     if group.halted:
         lines.append(f"{project}: STOPPED at its restart bound: {group.halted} (`recipegen down` then `up` starts "
                      "it afresh)")

@@ -96,11 +96,12 @@ class Docker:
         found = self.inspect("container", name)
         return found[0] if found else None
 
-    def compose(self, file: str, *args: str, project: str | None = None, timeout: float = 600) -> str:
+    def compose(self, file: str, *args: str, project: str | None = None, timeout: float = 600,
+                env: dict[str, str] | None = None) -> str:
         head = ["compose", "-f", file] if file else ["compose"]
         if project:
             head += ["-p", project]
-        return self.run(*head, *args, timeout=timeout)
+        return self.run(*head, *args, timeout=timeout, env=env)
 
 
 def run_command(cmd: list[str], timeout: float = DEFAULT_TIMEOUT, input: bytes | None = None,

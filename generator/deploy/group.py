@@ -25,6 +25,9 @@ class GroupRecord:
     last_node: str  # the node whose rank caused the last restart
     by_rank: tuple[tuple[str, int], ...]  # ("rank 1 (spark2)", restarts it caused), most first
     halted: str | None  # why the group stopped for good, when it did
+    last_cause: str = ""  # the last restart's kind: wedged, exited, health-lost, node-stopped, lost-peer, killed ...
+    by_cause: tuple[tuple[str, int], ...] = ()  # (kind, restarts of that kind), most first
+    memory_wait: str = ""  # the last wait for the node's memory before the group met again, said in a line
 
     @classmethod
     def from_state(cls, data: dict[str, Any], now: float | None = None) -> "GroupRecord":
@@ -33,16 +36,32 @@ class GroupRecord:
         window = bound[1]
         now = time.time() if now is None else now
         counts: dict[str, int] = {}
+        causes: dict[str, int] = {}
         for r in restarts:
             who = f"rank {r.get('rank')} ({r.get('node')})"
             counts[who] = counts.get(who, 0) + 1
+            causes[str(r.get("cause", "exited"))] = causes.get(str(r.get("cause", "exited")), 0) + 1
         last = restarts[-1] if restarts else {}
         halted = data.get("halted")
         return cls(len(restarts), sum(1 for r in restarts if window is None or r.get("time", 0) >= now - window),
                    bound[0], window, last.get("time"), str(last.get("reason", "")), str(last.get("line", "")),
                    str(last.get("node", "")),
                    tuple(sorted(counts.items(), key=lambda kv: -kv[1])),
-                   str(halted.get("reason")) if isinstance(halted, dict) else None)
+                   str(halted.get("reason")) if isinstance(halted, dict) else None,
+                   str(last.get("cause", "exited")) if last else "",
+                   tuple(sorted(causes.items(), key=lambda kv: -kv[1])), _memory_wait(data.get("memory_wait")))
+
+
+def _memory_wait(wait: Any) -> str:
+    """The head's last wait for memory before its group met again, as ps says it ("" when it did not wait)."""
+    if not isinstance(wait, dict) or not isinstance(wait.get("waited"), (int, float)) or wait["waited"] < 2:
+        return ""
+    def gib(value: Any) -> str:
+        return f"{value / 2**30:.1f} GiB" if isinstance(value, (int, float)) else "?"
+
+    verdict = "came back" if wait.get("back") else "was still short"
+    return (f"memory {verdict} after {wait['waited']:.0f}s before the group met again ({gib(wait.get('available'))} "
+            f"available, {gib(wait.get('before'))} before the first boot)")
 
 
 def read_group(target: Target, container: str) -> GroupRecord | None:

@@ -14,8 +14,8 @@ from typing import Any
 from generator.diagnostics import RecipegenError
 from generator.engines.ranks import draft_models, flag_value, rank_command, serve_port, served_model_name
 from generator.plan.env import environment, pass_env, ray_settings
-from generator.plan.types import (HEALTH_PROBE_TLS, LABEL_PREFIX, MODS_DIR, ContainerFile, EnvVar, GroupWatch,
-                                  HealthCheck, Launch, ModRun, ModsImage, NodePlan, RayHead, RayWorker, RecipePlan,
+from generator.plan.types import (GROUP_KEY_ENV, HEALTH_PROBE_TLS, LABEL_PREFIX, MODS_DIR, ContainerFile, EnvVar,
+                                  GroupWatch, HealthCheck, Launch, ModRun, ModsImage, NodePlan, RayHead, RayWorker, RecipePlan,
                                   Volume, duration_seconds)
 from generator.resolve.buildcontext import find_build_context
 from generator.resolve.mods import MOD_ENTRY
@@ -90,7 +90,8 @@ def _plan_node(recipe: Recipe, cluster: Cluster, chosen: tuple[Node, ...], rank:
         build_context=_build_context(recipe, root, out_dir / recipe.id / node.name), command=tuple(words),
         entrypoint_words=entrypoint_words,
         env=env,
-        pass_env=pass_env(recipe, cluster, env),
+        pass_env=pass_env(recipe, cluster, env) + ((GROUP_KEY_ENV,) if container.restart == "group" and len(chosen) > 1
+                                                   else ()),
         volumes=tuple(volumes), shm_size=recipe.shm_size,
         ulimits=cluster.ulimits, gpu=cluster.gpu, gpus=cluster.gpus_per_node, rdma=cluster.rdma, labels=labels,
         stop_grace_period=cluster.stop_grace_period,
@@ -130,7 +131,9 @@ def _group(recipe: Recipe, cluster: Cluster, chosen: tuple[Node, ...], container
     return GroupWatch(head=chosen[0].address, port=cluster.group_port, ranks=len(chosen),
                       limit=container.restart_limit, window_s=duration_seconds(container.restart_window),
                       grace_s=max(1, duration_seconds(cluster.stop_grace_period) - 1),
-                      health=health.url if health is not None else "", group=f"{recipe.id}:{digest}")
+                      health=health.url if health is not None else "", group=f"{recipe.id}:{digest}",
+                      peers=tuple(n.address for n in chosen), model=served_model_name(recipe),
+                      wedge_s=duration_seconds(container.wedge_timeout, 0))
 
 
 def container_options(recipe: Recipe, cluster: Cluster) -> ContainerOptions:

@@ -33,6 +33,9 @@ GROUP_STATE = "/tmp/.recipegen-group.json"  # where each rank's group watch keep
 # Where the group watch's program lies in every rank's container: a config (Compose's inline content, Swarm's file
 # beside the stack), in the launcher's folder, which mount-target already keeps free (engines/written.py).
 WATCH_PATH = f"{posixpath.dirname(LAUNCHER_PATH)}/group-watch.py"
+# The group's key, passed from the deploying shell (`recipegen up` sets it; never written into a generated file):
+# the ranks' watches prove to each other that they hold it (runtime/groupwatch.py).
+GROUP_KEY_ENV = "RECIPEGEN_GROUP_KEY"
 WATCH_FILE = "group-watch.py"  # the program's name: a Compose config's, and the Swarm stack's file beside it
 HEALTH_TIMEOUT = "15s"
 HEALTH_RETRIES = 4  # a minute of failures marks a serving head unhealthy; a busy one answers /health in time
@@ -136,6 +139,9 @@ class GroupWatch:
     grace_s: int  # how long the engine gets to stop before it is killed
     health: str  # the head's /health URL (the head only): a serving engine that stops answering ends the group
     group: str  # `<recipe id>:<input hash>`: a rank of another shape of the recipe (a leftover) is turned away
+    peers: tuple[str, ...] = ()  # every rank's fabric address, in rank order: the head hears only these
+    model: str = ""  # the served name the head's wedge probe asks for
+    wedge_s: int = 0  # the wedge probe's deadline (the head only); 0: no probe
 
     @property
     def source(self) -> str:
@@ -147,8 +153,10 @@ class GroupWatch:
         words = ["python3", WATCH_PATH, "--rank", str(rank), "--ranks", str(self.ranks), "--node", node,
                  "--head", self.head, "--port", str(self.port), "--limit", str(self.limit),
                  "--window", str(self.window_s), "--grace", str(self.grace_s), "--state", GROUP_STATE,
-                 "--group", self.group,
-                 *(("--health", self.health) if self.health else ()), "--"]
+                 "--group", self.group, "--peers", ",".join(self.peers),
+                 *(("--health", self.health) if self.health else ()),
+                 *(("--model", self.model, "--wedge", str(self.wedge_s)) if self.health and self.wedge_s else ()),
+                 "--"]
         return tuple(Arg(w, COMPILER) for w in words)
 
 
@@ -278,6 +286,6 @@ def shm_bytes(size: str) -> int:
     return value
 
 
-def duration_seconds(text: str) -> int:
-    """A compose duration (`10m`, `1h30m`) in whole seconds, at least 1 (the schema checked it parses)."""
-    return max(1, (duration_ns(text) or 0) // 10**9)
+def duration_seconds(text: str, least: int = 1) -> int:
+    """A compose duration (`10m`, `1h30m`) in whole seconds, at least `least` (the schema checked it parses)."""
+    return max(least, (duration_ns(text) or 0) // 10**9)

@@ -38,7 +38,7 @@ RECIPE_SCALARS = ("engine", "name", "docker_image", "docker_image_dir", "dockerf
                   "tensor_parallel_size", "pipeline_parallel_size", "distributed_backend", "shm_size", "entrypoint")
 # Container options a cluster sets as defaults and a recipe overrides, key by key (schema: both files).
 CONTAINER_KEYS = ("ipc", "memory_limit", "pids_limit", "container_user", "log_max_size", "log_max_files",
-                  "health_start_period", "restart", "restart_limit", "restart_window")
+                  "health_start_period", "restart", "restart_limit", "restart_window", "wedge_timeout")
 
 
 @dataclass(frozen=True)
@@ -96,6 +96,7 @@ class ContainerOptions:
     restart: str = "group"  # "group": any rank's end restarts every rank (runtime/groupwatch.py); "never"
     restart_limit: int = 5  # group restarts within restart_window before the recipe stops for good
     restart_window: str = "30m"
+    wedge_timeout: str = "20s"  # the head's one-token probe's deadline (runtime/groupwatch.py); "0s": no probe
 
     @property
     def as_root(self) -> bool:

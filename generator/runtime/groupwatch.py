@@ -9,13 +9,29 @@ group meets afresh. It stops for good, exiting 0 (which `on-failure` does not re
 `window` seconds, or after `limit` restarts in a row with the group never serving in between (a boot that always
 fails, a node that never comes back, however slowly each attempt fails). The record is kept in the container's own
 files (`--state`). It never touches a peer: no Docker socket, no SSH. docs/self-healing.md says why it is built so.
-Standard library only, Python 3.8+ (it runs in the engine's image), shipped as `python3 -c` (no host path, no config).
+
+The head's watch also ends the group when its engine is wedged: alive and answering /health, yet producing no token
+(a frozen engine core keeps /health at 200 and /metrics at its last values). Whenever the engine's token counters
+have not moved since the last look, it sends a one-token completion with a deadline (`--wedge` seconds), and a
+second one at once when the first gets no answer: two misses are a wedge.
+
+Only the group's own ranks are heard: the head listens on its fabric address alone, takes connections only from
+the other ranks' addresses (`--peers`), and, when the deploying shell gave RECIPEGEN_GROUP_KEY (recipegen up does),
+each side proves it holds the key (HMAC over a nonce) before a word of the group counts. A connection that says
+nothing, too much, or not JSON is closed without a word; none of them holds up the group.
+
+Before a group meets again after a failed boot, it waits (bounded) for the node's available memory to come back
+near its level before the first boot: an engine's memory is not always free the moment its process ends. As PID 1 it
+reaps the zombies of orphaned helpers. Standard library only, Python 3.8+ (it runs in the engine's image), shipped as
+a config file (no host path, no socket of Docker's).
 """
 
 from __future__ import annotations
 
 import collections
 import contextlib
+import hashlib
+import hmac
 import json
 import os
 import select
@@ -26,13 +42,18 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.error
 import urllib.request
 from typing import Any, Deque, Dict, List, Optional, Tuple
 
 PING, SILENT = 2.0, 20.0  # seconds between pings; a peer silent for SILENT seconds is lost
 GATHER = 600.0  # how long a rank waits for its group before the wait itself counts as a failed start
 HALT_TELL = 60.0  # how long a halted head stays to tell the ranks that come why
-HEALTH_EVERY, HEALTH_FAILS = 15.0, 4  # the head's /health: asked this often, lost after this many misses in a row
+HEALTH_EVERY, HEALTH_TIMEOUT, HEALTH_FAILS = 5.0, 10.0, 3  # /health: asked this often, lost after 3 misses in a row
+WEDGE_EVERY = 10.0  # seconds between looks at the engine's token counters (a probe when they stand still)
+MEMORY_WAIT, MEMORY_SLACK = 120.0, 0.05  # after a failed boot: wait this long at most for memory to come back
+HELLO_WAIT, PENDING_MAX, LINE_MAX = 5.0, 32, 4096  # a newcomer's hello: its time, how many wait, its bytes
+KEY_ENV = "RECIPEGEN_GROUP_KEY"  # the group's key, given by the deploying shell (never in a generated file)
 # Exit statuses, each non-zero one restarted by Docker's on-failure: this rank's own end (1), this rank stopping
 # because another rank of its group ended (FOLLOWED: `up` names the rank that did not), its node stopping (143).
 FAILED, FOLLOWED = 1, 2
@@ -50,7 +71,21 @@ class Options:
         self.node, self.head, self.port = pairs["--node"], pairs["--head"], int(pairs["--port"])
         self.limit, self.window, self.grace = int(pairs["--limit"]), float(pairs["--window"]), float(pairs["--grace"])
         self.health, self.state, self.group = pairs.get("--health", ""), pairs["--state"], pairs["--group"]
+        self.peers = [a for a in pairs.get("--peers", "").split(",") if a]  # every rank's address, rank order
+        self.address = self.peers[self.rank] if len(self.peers) > self.rank else ""
+        self.model, self.wedge = pairs.get("--model", ""), float(pairs.get("--wedge", "0"))
+        self.key = os.environ.pop(KEY_ENV, "").encode()  # the engine does not inherit it
         self.me = "rank %d (%s)" % (self.rank, self.node)
+
+    def mac(self, *words: object) -> str:
+        """The proof that a message comes from a holder of the group's key ("" without a key)."""
+        if not self.key:
+            return ""
+        text = "\0".join(str(w) for w in (self.group, *words)).encode()
+        return hmac.new(self.key, text, hashlib.sha256).hexdigest()
+
+    def proven(self, mac: object, *words: object) -> bool:
+        return not self.key or (isinstance(mac, str) and hmac.compare_digest(mac, self.mac(*words)))
 
 
 class State:
@@ -70,8 +105,10 @@ class State:
             json.dump(self.data, f)
         os.replace(self.path + ".new", self.path)  # whole or not at all, even under kill -9
 
-    def restart(self, reason: str, rank: int, node: str, line: str, served: bool, opts: Options) -> None:
-        entry = {"time": time.time(), "reason": reason, "rank": rank, "node": node, "line": line, "served": served}
+    def restart(self, reason: str, rank: int, node: str, line: str, served: bool, opts: Options,
+                cause: str = "exited") -> None:
+        entry = {"time": time.time(), "reason": reason, "rank": rank, "node": node, "line": line, "served": served,
+                 "cause": cause}
         self.data["restarts"], self.data["bound"] = (self.data["restarts"] + [entry])[-100:], [opts.limit, opts.window]
         self.save()
 
@@ -98,7 +135,7 @@ class State:
         """Mark the engine running (now) or not; a mark found at start is an end nobody recorded: a kill -9."""
         if not now and self.data.pop("running", None):
             self.restart("%s: its container ended unrecorded (SIGKILL, or the OOM killer)" % opts.me, opts.rank,
-                         opts.node, "", bool(self.data.pop("served_once", False)), opts)
+                         opts.node, "", bool(self.data.pop("served_once", False)), opts, "killed")
         self.data["running"] = now
         self.save()
 
@@ -108,13 +145,15 @@ class Peer:
 
     def __init__(self, sock: socket.socket) -> None:
         self.sock, self.buf, self.heard, self.rank, self.node = sock, b"", time.monotonic(), -1, "?"
+        self.nonce = ""  # the one it sent when it said hello: the head's answers are proven over it
 
     def send(self, **message: Any) -> None:
         with contextlib.suppress(OSError):  # gone: its reader finds out
             self.sock.sendall((json.dumps(message) + "\n").encode())
 
-    def read(self) -> Optional[List[Dict[str, Any]]]:
-        """Messages now readable; None when the peer closed, or said what no watch says."""
+    def read(self, limit: int = 65536) -> Optional[List[Dict[str, Any]]]:
+        """Messages now readable; None when the peer closed, or said what no watch says (a line over limit bytes,
+        or one that is not a JSON object)."""
         try:
             data = self.sock.recv(65536)
         except OSError:
@@ -124,9 +163,11 @@ class Peer:
         self.heard = time.monotonic()
         self.buf += data
         *lines, self.buf = self.buf.split(b"\n")
+        if len(self.buf) > limit or any(len(line) > limit for line in lines):
+            return None
         try:
             messages = [json.loads(line) for line in lines if line.strip()]
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested past the parser's depth
             return None
         return messages if all(isinstance(m, dict) for m in messages) else None
 
@@ -168,13 +209,26 @@ class Engine:
                 time.sleep(0.1)
 
 
+class Newcomer:
+    """A connection to the head's port that has not yet proven itself a rank of this group: it gets a nonce, and
+    HELLO_WAIT seconds to answer with a hello of at most LINE_MAX bytes."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.peer, self.nonce = Peer(sock), os.urandom(16).hex()
+        self.deadline = time.monotonic() + HELLO_WAIT
+        sock.setblocking(False)
+        self.peer.send(nonce=self.nonce)
+
+
 class Watch:
     def __init__(self, opts: Options) -> None:
         self.opts, self.state = opts, State(opts.state)
         self.peers: List[Peer] = []
+        self.newcomers: List[Newcomer] = []
         self.listener: Optional[socket.socket] = None  # the head's, from its first meeting on
         self.engine: Optional[Engine] = None
         self.stopping, self.served = False, False  # served: this group answered once since it met
+        self.reaped = 0.0
         signal.signal(signal.SIGTERM, self._term)
         signal.signal(signal.SIGINT, self._term)
 
@@ -185,7 +239,8 @@ class Watch:
         try:
             return self._run()
         except Exception as err:  # a port taken, a broken network ...: recorded, so that the bound still holds
-            return self.fail("%s: the group watch failed: %s: %s" % (self.opts.me, type(err).__name__, err), 1)
+            return self.fail("%s: the group watch failed: %s: %s" % (self.opts.me, type(err).__name__, err), 1,
+                             cause="watch")
 
     def _run(self) -> int:
         self.state.running(self.opts, False)
@@ -195,6 +250,10 @@ class Watch:
             self.state.halt(reason)
             say("stopped for good at its restart bound (%s); `recipegen down` then `up` starts afresh" % reason)
             return self.tell_halt(reason) if self.opts.rank == 0 else 0
+        if self.opts.ranks > 1 and not self.opts.key:
+            say("%s: no %s given (recipegen up gives one): only the ranks' addresses are checked" % (
+                self.opts.me, KEY_ENV))
+        self.wait_for_memory()
         verdict = self.gather()
         if verdict is not None:
             return verdict
@@ -203,130 +262,253 @@ class Watch:
         self.engine = Engine(self.opts.command)
         return self.serve()
 
+    def wait_for_memory(self) -> None:
+        """Before the group meets again after a failed boot: wait, MEMORY_WAIT seconds at most, for the node's
+        available memory to come back within MEMORY_SLACK of its level before the first boot (GB10's memory is
+        unified: an engine's is not always free the moment its process ends). The first start records the level."""
+        baseline, now = self.state.data.get("memory_before"), available_memory()
+        if now is None:
+            return
+        if not isinstance(baseline, (int, float)) or not self.state.data["restarts"]:
+            self.state.data["memory_before"] = max(now, baseline if isinstance(baseline, (int, float)) else 0)
+            self.state.save()
+            return
+        want, start = baseline * (1 - MEMORY_SLACK), time.monotonic()
+        if now < want:
+            say("%s: waiting up to %gs for memory: %.1f of %.1f GiB available before the first boot" % (
+                self.opts.me, MEMORY_WAIT, now / 2**30, baseline / 2**30))
+        while now is not None and now < want and time.monotonic() - start < MEMORY_WAIT and not self.stopping:
+            time.sleep(2)
+            now = available_memory()
+        waited = time.monotonic() - start
+        self.state.data["memory_wait"] = {"time": time.time(), "waited": round(waited, 1), "available": now,
+                                          "before": baseline, "back": now is not None and now >= want}
+        self.state.save()
+        if waited >= 2:
+            say("%s: memory %s after %.0fs (%.1f GiB available)" % (
+                self.opts.me, "back" if now is not None and now >= want else "still short", waited,
+                (now or 0) / 2**30))
+
     def gather(self) -> Optional[int]:
         """Meet the group; None to start the engine, else the exit status."""
         deadline = time.monotonic() + GATHER
         if self.opts.ranks == 1:
             return None  # a group of one: nothing to meet, and no port to take on the node
         if self.opts.rank == 0:
-            listener = self.listener = self.listen()
+            self.listener = self.listen()
             while len({p.rank for p in self.peers}) < self.opts.ranks - 1:
                 if self.stopping:
-                    return self.fail("%s stopped while its group met" % self.opts.me, 143)
+                    return self.fail("%s stopped while its group met" % self.opts.me, 143, cause="node-stopped")
                 if time.monotonic() > deadline:
                     missing = sorted(set(range(1, self.opts.ranks)) - {p.rank for p in self.peers})
-                    return self.fail("rank(s) %s did not join within %gs" % (missing, GATHER), 1)
-                self.accept(listener, 1.0)
+                    return self.fail("rank(s) %s did not join within %gs" % (missing, GATHER), 1, cause="gather")
+                self.hear_newcomers(1.0)
                 ready, _, _ = select.select([p.sock for p in self.peers], [], [], 0)
                 self.peers = [p for p in self.peers if p.sock not in ready or p.read() is not None]  # gone: drop
             for peer in self.peers:
-                peer.send(go=True)
+                peer.send(go=True, mac=self.opts.mac("go", peer.rank, peer.nonce))
             return None
         while not self.stopping:
             if time.monotonic() > deadline:
                 return self.fail("the head (%s:%d) did not gather the group within %gs"
-                                 % (self.opts.head, self.opts.port, GATHER), 1)
-            try:
-                sock = socket.create_connection((self.opts.head, self.opts.port), timeout=2)
-            except OSError:
-                time.sleep(1)
-                continue
-            peer = Peer(sock)
-            peer.rank, peer.node = 0, "the head"
-            peer.send(hello=self.opts.rank, node=self.opts.node, group=self.opts.group)
-            while not self.stopping and time.monotonic() < deadline:
-                ready, _, _ = select.select([sock], [], [], 1.0)
-                messages = peer.read() if ready else []
-                if messages is None:
-                    break  # the head went away while the group met: try again
-                for message in messages:
-                    if "halt" in message:
-                        self.state.halt(str(message["halt"]))
-                        say("stopping for good: the head says: %s" % message["halt"])
-                        return 0
-                    if message.get("go"):
-                        self.peers = [peer]
-                        return None
-            sock.close()
-        return self.fail("%s stopped while its group met" % self.opts.me, 143)
+                                 % (self.opts.head, self.opts.port, GATHER), 1, cause="gather")
+            done, verdict = self.join(deadline)
+            if done:
+                return verdict
+        return self.fail("%s stopped while its group met" % self.opts.me, 143, cause="node-stopped")
+
+    def join(self, deadline: float) -> Tuple[bool, Optional[int]]:
+        """One attempt of a worker to join the head: (True, None) to start the engine, (True, status) when told to
+        halt, (False, None) to try again."""
+        try:
+            source = (self.opts.address, 0) if self.opts.address else None
+            sock = socket.create_connection((self.opts.head, self.opts.port), timeout=2, source_address=source)
+        except OSError:
+            time.sleep(1)
+            return False, None
+        peer, mine = Peer(sock), os.urandom(16).hex()
+        peer.rank, peer.node = 0, "the head"
+        nonce = None
+        while not self.stopping and time.monotonic() < deadline:
+            ready, _, _ = select.select([sock], [], [], 1.0)
+            messages = peer.read() if ready else []
+            if messages is None:
+                break  # the head went away while the group met: try again
+            for message in messages:
+                if nonce is None and isinstance(message.get("nonce"), str):
+                    nonce = message["nonce"]
+                    peer.send(hello=self.opts.rank, node=self.opts.node, group=self.opts.group, nonce=mine,
+                              mac=self.opts.mac("hello", self.opts.rank, nonce))
+                elif nonce is not None and "halt" in message and self.opts.proven(
+                        message.get("mac"), "halt", mine, message["halt"]):
+                    self.state.halt(str(message["halt"]))
+                    say("stopping for good: the head says: %s" % message["halt"])
+                    return True, 0
+                elif nonce is not None and message.get("go") and self.opts.proven(
+                        message.get("mac"), "go", self.opts.rank, mine):
+                    self.peers = [peer]
+                    return True, None
+        sock.close()
+        return False, None
 
     def listen(self) -> socket.socket:
-        listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        listener.bind(("0.0.0.0", self.opts.port))
-        listener.listen(64)
-        return listener
+        """The head's port, on its fabric address alone; the address may come up later than the container after
+        a reboot: tried again for a minute."""
+        for attempt in range(60):
+            listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                listener.bind((self.opts.address or self.opts.head, self.opts.port))
+            except OSError:
+                listener.close()
+                if attempt == 59 or self.stopping:
+                    raise
+                time.sleep(1)
+                continue
+            listener.listen(64)
+            listener.setblocking(False)
+            return listener
+        raise OSError("unreachable")
 
-    def accept(self, listener: socket.socket, timeout: float) -> Optional[Peer]:
-        """Take one connection and its hello (within timeout), from a rank of this very group (recipe and inputs):
-        a leftover container of another shape of it is turned away. It replaces an older one of the same rank."""
-        ready, _, _ = select.select([listener], [], [], timeout)
-        if not ready:
+    def hear_newcomers(self, timeout: float) -> Optional[Peer]:
+        """Take waiting connections (from the ranks' addresses only) and the hellos now readable, within timeout,
+        never waiting on one connection; a proven rank of this very group (recipe and inputs) joins the peers,
+        replacing an older one of the same rank, and is returned. The rest are closed without a word."""
+        assert self.listener is not None
+        socks = [self.listener] + [n.peer.sock for n in self.newcomers]
+        ready, _, _ = select.select(socks, [], [], timeout)
+        if self.listener in ready:
+            self.take_connections()
+        joined = None
+        for newcomer in list(self.newcomers):
+            rank = self.hello_of(newcomer) if newcomer.peer.sock in ready else None
+            if rank is None and time.monotonic() < newcomer.deadline and newcomer.peer.sock.fileno() >= 0:
+                continue
+            self.newcomers.remove(newcomer)
+            if type(rank) is int:  # not False (bool is an int too)
+                newcomer.peer.sock.setblocking(True)
+                self.peers = [p for p in self.peers if p.rank != rank] + [newcomer.peer]
+                joined = newcomer.peer
+            else:
+                newcomer.peer.sock.close()
+        return joined
+
+    def take_connections(self) -> None:
+        assert self.listener is not None
+        while True:
+            try:
+                sock, (address, _) = self.listener.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError:
+                return
+            if self.opts.peers and address not in self.opts.peers[1:]:
+                sock.close()  # not a rank's address
+                continue
+            self.newcomers.append(Newcomer(sock))
+            while len(self.newcomers) > PENDING_MAX:  # the oldest silent one makes room
+                self.newcomers.pop(0).peer.sock.close()
+
+    def hello_of(self, newcomer: Newcomer) -> Any:
+        """The rank a newcomer proved to be; None while its hello is not complete; False when it never will be."""
+        messages = newcomer.peer.read(LINE_MAX)
+        if messages is None:
+            return False
+        if not messages:
             return None
-        sock, _ = listener.accept()
-        sock.settimeout(5)
-        peer = Peer(sock)
-        first = (peer.read() or [{}])[0]
-        sock.settimeout(None)
+        first = messages[0]
         rank = first.get("hello")
-        if not isinstance(rank, int) or not 0 < rank < self.opts.ranks or first.get("group") != self.opts.group:
-            sock.close()
-            return None
-        peer.rank, peer.node = rank, str(first.get("node", "?"))
-        self.peers = [p for p in self.peers if p.rank != peer.rank] + [peer]
-        return peer
+        if not isinstance(rank, int) or isinstance(rank, bool) or not 0 < rank < self.opts.ranks \
+                or first.get("group") != self.opts.group or not isinstance(first.get("nonce"), str) \
+                or not self.opts.proven(first.get("mac"), "hello", rank, newcomer.nonce):
+            return False
+        newcomer.peer.rank, newcomer.peer.node = rank, str(first.get("node", "?"))[:100]
+        newcomer.peer.nonce = first["nonce"][:64]
+        return rank
 
     def tell_halt(self, reason: str) -> int:
         """A halted head answers each rank that comes within HALT_TELL seconds with why, then exits 0."""
-        listener = None
         if self.opts.ranks > 1:
             with contextlib.suppress(OSError):  # the port taken: the workers stop at their own bound instead
-                listener = self.listen()
+                self.listener = self.listen()
         deadline = time.monotonic() + HALT_TELL
-        while listener is not None and time.monotonic() < deadline and not self.stopping:
-            for peer in filter(None, [self.accept(listener, 1.0)]):
-                peer.send(halt=reason)
+        while self.listener is not None and time.monotonic() < deadline and not self.stopping:
+            peer = self.hear_newcomers(1.0)
+            if peer is not None:
+                peer.send(halt=reason, mac=self.opts.mac("halt", peer.nonce, reason))
         return 0
 
     def serve(self) -> int:
         assert self.engine is not None
         listener, last_ping = self.listener, 0.0
         health = Health(self.opts.health) if self.opts.health else None
+        wedge = Wedge(self.opts, self.engine.proc.args) if health is not None and self.opts.wedge > 0 else None
         while True:
             if health is not None and health.answered and not self.served:
                 self.served = self.state.data["served_once"] = True
                 self.state.save()
+                if wedge is not None:
+                    wedge.start()
             if self.stopping:
-                return self.fail("%s stopped (SIGTERM: docker stop, or its node shutting down)" % self.opts.me, 143)
+                return self.fail("%s stopped (SIGTERM: docker stop, or its node shutting down)" % self.opts.me, 143,
+                                 cause="node-stopped")
             if self.engine.exited():  # a peer's failure often ends this engine too: the peer's word is the cause
                 cause = self.message_within(1.0)
                 if cause is not None:
-                    return self.fail(str(cause[1]["failed"]), FOLLOWED, str(cause[1].get("line", "")), cause[0])
+                    return self.fail(str(cause[1]["failed"]), FOLLOWED, str(cause[1].get("line", "")), cause[0],
+                                     str(cause[1].get("cause", "exited")))
                 return self.fail("%s: the engine exited with status %s" % (self.opts.me, self.engine.status), 1,
                                  self.engine.last_line())
             if health is not None and health.lost():
                 return self.fail("%s: the engine stopped answering %s (%s)" % (self.opts.me, health.url, health.error),
-                                 1, self.engine.last_line())
+                                 1, self.engine.last_line(), cause="health-lost")
+            if wedge is not None and wedge.wedged:
+                return self.fail("%s: the engine is wedged: %s" % (self.opts.me, wedge.wedged), 1,
+                                 self.engine.last_line(), cause="wedged")
             if time.monotonic() - last_ping > PING:
                 for peer in self.peers:
                     peer.send(ping=True, serving=self.served)
                 last_ping = time.monotonic()
-            socks: List[Any] = [p.sock for p in self.peers] + ([listener] if listener else [])
-            ready, _, _ = select.select(socks, [], [], 0.5)
-            newcomer = self.accept(listener, 0) if listener is not None and listener in ready else None
+            self.reap()
+            newcomer = self.hear_newcomers(0) if listener is not None else None
             if newcomer is not None:  # a rank met again while the group ran: it restarted on its own
-                return self.fail("rank %d (%s) restarted" % (newcomer.rank, newcomer.node), FOLLOWED)
+                return self.fail("rank %d (%s) restarted" % (newcomer.rank, newcomer.node), FOLLOWED,
+                                 origin=newcomer, cause="restarted")
+            socks: List[Any] = [p.sock for p in self.peers] + ([listener] if listener else [])
+            socks += [n.peer.sock for n in self.newcomers]
+            ready, _, _ = select.select(socks, [], [], 0.5)
             for peer in self.peers:
                 messages = peer.read() if peer.sock in ready else []
                 who = "the head" if self.opts.rank else "rank %d (%s)" % (peer.rank, peer.node)
                 if messages is None or time.monotonic() - peer.heard > SILENT:
-                    return self.fail("lost %s (its watch went silent)" % who, FOLLOWED)
+                    return self.fail("lost %s (its watch went silent)" % who, FOLLOWED, cause="lost-peer")
                 for message in messages:
                     if message.get("serving") and not self.served:  # the head served: this group works
                         self.served = self.state.data["served_once"] = True
                         self.state.save()
                     if "failed" in message:
-                        return self.fail(str(message["failed"]), FOLLOWED, str(message.get("line", "")), peer)
+                        return self.fail(str(message["failed"]), FOLLOWED, str(message.get("line", "")), peer,
+                                         str(message.get("cause", "exited")))
+
+    def reap(self) -> None:
+        """As PID 1, wait for the zombies of orphaned processes (an engine's helpers whose parent died), every few
+        seconds; never the engine's own process, whose status its Popen collects."""
+        if os.getpid() != 1 or time.monotonic() - self.reaped < 5:
+            return
+        self.reaped = time.monotonic()
+        engine = self.engine.proc.pid if self.engine is not None else -1
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit() or int(entry) in (1, engine):
+                continue
+            try:
+                with open("/proc/%s/stat" % entry) as f:
+                    stat = f.read()
+            except OSError:
+                continue
+            fields = stat[stat.rfind(")") + 2:].split()
+            if len(fields) > 1 and fields[0] == "Z" and fields[1] == "1":
+                with contextlib.suppress(ChildProcessError, OSError):
+                    os.waitpid(int(entry), os.WNOHANG)
 
     def message_within(self, seconds: float) -> Optional[Tuple[Peer, Dict[str, Any]]]:
         """A peer's `failed` message arriving within seconds, with its peer."""
@@ -341,19 +523,39 @@ class Watch:
                 return None
         return None
 
-    def fail(self, reason: str, status: int, line: str = "", origin: Optional[Peer] = None) -> int:
+    def fail(self, reason: str, status: int, line: str = "", origin: Optional[Peer] = None,
+             cause: str = "exited") -> int:
         """Tell the group why, stop the engine, record the restart, and exit with status."""
         rank, node = (origin.rank, origin.node) if origin else (self.opts.rank, self.opts.node)
         for peer in self.peers:
             if peer is not origin:
-                peer.send(failed=reason, line=line)
+                peer.send(failed=reason, line=line, cause=cause)
         if self.engine is not None:
             self.engine.stop(self.opts.grace)
         self.state.data["running"] = False
         self.state.data.pop("served_once", None)
-        self.state.restart(reason, rank, node, line, self.served, self.opts)
-        say("group restart: %s%s" % (reason, (": " + line) if line else ""))
+        self.state.restart(reason, rank, node, line, self.served, self.opts, cause)
+        say("group restart (%s): %s%s" % (cause, reason, (": " + line) if line else ""))
         return status
+
+
+def available_memory() -> Optional[int]:
+    """The node's MemAvailable in bytes (a container sees the host's /proc/meminfo), or None."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def opener() -> Any:
+    """urllib for the engine's own loopback: no proxy, TLS without a name to check (its own address)."""
+    context = ssl.create_default_context()
+    context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
+    return urllib.request.build_opener(urllib.request.ProxyHandler({}), urllib.request.HTTPSHandler(context=context))
 
 
 class Health:
@@ -364,13 +566,10 @@ class Health:
         threading.Thread(target=self._ask, daemon=True).start()
 
     def _ask(self) -> None:
-        context = ssl.create_default_context()
-        context.check_hostname, context.verify_mode = False, ssl.CERT_NONE  # its own loopback: no name to check
-        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}), urllib.request.HTTPSHandler(
-            context=context))
+        ask = opener()
         while True:
             try:
-                opener.open(self.url, timeout=10).close()
+                ask.open(self.url, timeout=HEALTH_TIMEOUT).close()
                 self.answered, self.misses = True, 0
             except Exception as err:  # refused, HTTP 5xx, timeout: a miss
                 self.misses, self.error = self.misses + 1, str(err)[:200]
@@ -378,6 +577,88 @@ class Health:
 
     def lost(self) -> bool:
         return self.answered and self.misses >= HEALTH_FAILS
+
+
+# The engines' counters of work done: any of them moving means the engine works (prefill counts: a long prompt's
+# chunks move the prompt counter long before its first generated token).
+PROGRESS = ("vllm:generation_tokens_total", "vllm:prompt_tokens_total", "sglang:generation_tokens_total",
+            "sglang:prompt_tokens_total")
+
+
+class Wedge:
+    """The head's engine, watched for work on a thread once it has served: when its token counters (/metrics)
+    stood still since the last look, a one-token completion must come back within `--wedge` seconds; one that does
+    not is asked again at once, and a second miss is a wedge. An engine that refuses the probe (a 4xx: a wrong key,
+    a model it does not serve) is not judged: no restart loop on a healthy engine."""
+
+    def __init__(self, opts: Options, command: Any) -> None:
+        base = opts.health.rsplit("/health", 1)[0]
+        self.metrics, self.completions, self.deadline = base + "/metrics", base + "/v1/completions", opts.wedge
+        self.model, self.key = opts.model, api_key(list(command) if isinstance(command, list) else [])
+        self.wedged = ""
+        self.last: Optional[float] = None
+        self.ask = opener()
+
+    def start(self) -> None:
+        threading.Thread(target=self._watch, daemon=True).start()
+
+    def _watch(self) -> None:
+        while not self.wedged:
+            time.sleep(min(WEDGE_EVERY, self.deadline))
+            moved = self.progress()
+            if moved:
+                continue
+            missed = self.probe()
+            if missed is None:
+                say("the wedge probe is refused by the engine; wedge detection is off for this boot")
+                return
+            if missed and self.probe():
+                self.wedged = ("no answer to a one-token completion within %gs, twice, and no token counted "
+                               "since the last look" % self.deadline)
+
+    def progress(self) -> bool:
+        """The token counters moved since the last look (False when /metrics does not answer, or says nothing)."""
+        try:
+            with self.ask.open(self.metrics, timeout=self.deadline) as answer:
+                text = answer.read(8 << 20).decode("utf-8", "replace")
+        except Exception:
+            return False
+        total = 0.0
+        for line in text.splitlines():
+            name = line.split("{", 1)[0].split(" ", 1)[0]
+            if name in PROGRESS:
+                with contextlib.suppress(ValueError, IndexError):
+                    total += float(line.rsplit(" ", 1)[1])
+        moved = self.last is not None and total > self.last
+        self.last = total
+        return moved
+
+    def probe(self) -> Optional[bool]:
+        """True when the one-token completion got no answer in time (or a 5xx), False when it did, None when the
+        engine refused it (4xx)."""
+        body = json.dumps({"model": self.model, "prompt": "1", "max_tokens": 1, "temperature": 0}).encode()
+        headers = {"Content-Type": "application/json"}
+        if self.key:
+            headers["Authorization"] = "Bearer " + self.key
+        request = urllib.request.Request(self.completions, body, headers)
+        try:
+            self.ask.open(request, timeout=self.deadline).close()
+            return False
+        except urllib.error.HTTPError as err:
+            return None if 400 <= err.code < 500 else True
+        except Exception:
+            return True
+
+
+def api_key(command: List[str]) -> str:
+    """The key the engine asks for: its last `--api-key`, else VLLM_API_KEY (vLLM reads it too)."""
+    found = os.environ.get("VLLM_API_KEY", "")
+    for i, word in enumerate(command):
+        if word == "--api-key" and i + 1 < len(command):
+            found = command[i + 1]
+        elif word.startswith("--api-key="):
+            found = word.split("=", 1)[1]
+    return found
 
 
 if __name__ == "__main__":

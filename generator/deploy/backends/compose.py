@@ -9,6 +9,7 @@ from generator.deploy.backends.base import (Before, Outcome, RankState, Removal,
 from generator.deploy.docker import DockerError, JSONObject, compose_missing, reason
 from generator.deploy.findings import Finding, Severity
 from generator.deploy.group import GroupRecord, read_group
+from generator.deploy.groupkey import group_key_env
 from generator.deploy.names import container_name
 from generator.deploy.requirements import check_compose
 from generator.deploy.targets import CompiledDeployment, Deployment, OnNode, Target, each
@@ -53,8 +54,10 @@ class ComposeBackend:
     def start(self, dep: CompiledDeployment) -> list[Outcome]:
         """`compose up -d` on every node at once. A second `up` of the same files leaves the running containers
         alone (same project, same configuration)."""
+        env = group_key_env(dep.project)  # the group's key: from this shell, never from a file (deploy/groupkey.py)
+
         def up(target: Target) -> None:
-            target.docker.compose(str(target.compose_file), "up", "-d", "--remove-orphans", timeout=1800)
+            target.docker.compose(str(target.compose_file), "up", "-d", "--remove-orphans", timeout=1800, env=env)
 
         return _outcomes(dep.targets, each(dep.targets, up))
 

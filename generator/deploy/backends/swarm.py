@@ -8,6 +8,7 @@ from generator.deploy.backends.base import Before, Outcome, RankState, Removal, 
 from generator.deploy.docker import Docker, DockerError, Failure, JSONObject, reason
 from generator.deploy.findings import Finding, Severity
 from generator.deploy.group import GroupRecord
+from generator.deploy.groupkey import group_key_env
 from generator.deploy.names import NODE_LABEL, RECIPE_LABEL, stack_service
 from generator.deploy.swarm_setup import find_manager
 from generator.deploy.targets import CompiledDeployment, Deployment, Target, each
@@ -122,15 +123,15 @@ class SwarmBackend:
         # An image made on the nodes is taken as they have it: a registry is never asked for its name.
         local = ("--resolve-image", "never") if dep.plan.head.local_image else ()
         return self._all(dep, "stack", "deploy", "--detach=true", *local, "-c", str(dep.stack_file), dep.project,
-                         timeout=300)
+                         timeout=300, env=group_key_env(dep.project))  # the group's key (deploy/groupkey.py)
 
     def stop(self, dep: Deployment) -> list[Outcome]:
         return self._all(dep, "stack", "rm", dep.project, timeout=120)
 
-    def _all(self, dep: Deployment, *args: str, timeout: float) -> list[Outcome]:
+    def _all(self, dep: Deployment, *args: str, timeout: float, env: dict[str, str] | None = None) -> list[Outcome]:
         """One manager call acts for every node: its outcome is theirs."""
         try:
-            self.manager.run(*args, timeout=timeout)
+            self.manager.run(*args, timeout=timeout, env=env)
         except (DockerError, LookupError) as exc:
             return [Outcome(t.name, reason(exc)) for t in dep.targets]
         return [Outcome(t.name) for t in dep.targets]
