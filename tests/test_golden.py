@@ -465,7 +465,11 @@ def test_environment_order(tmp_path: Path):
                "VLLM_HOST_IP", "MASTER_ADDR", "MASTER_PORT"],
     }
     for node, compose, stack in services(tmp_path / "out", "envs", ["n1", "n2"]):
-        env = compose["environment"]
+        # The group's key is passed from the deploying shell, last, never with a value (deploy/groupkey.py).
+        assert list(compose["environment"].items())[-1] == ("RECIPEGEN_GROUP_KEY", None)
+        assert list(stack["environment"].items())[-1] == ("RECIPEGEN_GROUP_KEY", None)
+        env = {k: v for k, v in compose["environment"].items() if k != "RECIPEGEN_GROUP_KEY"}
+        stack["environment"] = {k: v for k, v in stack["environment"].items() if k != "RECIPEGEN_GROUP_KEY"}
         assert env == want[node]
         assert list(env) == order[node]
         assert stack["environment"] == env and list(stack["environment"]) == order[node]

@@ -5,8 +5,11 @@ ends every rank with the cause recorded, a stopped node's watch exits 143, and t
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import signal
+import threading
 import socket
 import subprocess
 import sys
@@ -26,17 +29,22 @@ def free_port() -> int:
 
 
 def start(tmp: Path, rank: int, port: int, engine: str, limit: int = 5, group: str = "r:1",
-          shipped: bool = False) -> subprocess.Popen:
+          shipped: bool = False, key: str | None = None, extra: tuple[str, ...] = (), ranks: int = 2
+          ) -> subprocess.Popen:
     """A watch of rank `rank` (of 2) whose engine is `python3 -c engine`; its state in tmp/state-RANK.json. shipped:
     run the text the compiler ships, not the module."""
     shipped_file = tmp / "group-watch.py"  # as the compiler ships it: a config file in the container
     if shipped:
         shipped_file.write_text(watch_source())
     watch = [str(shipped_file if shipped else WATCH)]
-    argv = [sys.executable, *watch, "--rank", str(rank), "--ranks", "2", "--node", f"n{rank}",
+    argv = [sys.executable, *watch, "--rank", str(rank), "--ranks", str(ranks), "--node", f"n{rank}",
             "--head", "127.0.0.1", "--port", str(port), "--limit", str(limit), "--window", "600", "--grace", "2",
-            "--state", str(tmp / f"state-{rank}.json"), "--group", group, "--", sys.executable, "-c", engine]
-    return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            "--state", str(tmp / f"state-{rank}.json"), "--group", group, *extra,
+            "--", sys.executable, "-c", engine]
+    env = {k: v for k, v in os.environ.items() if k != "RECIPEGEN_GROUP_KEY"}
+    if key is not None:
+        env["RECIPEGEN_GROUP_KEY"] = key
+    return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
 
 
 def state(tmp: Path, rank: int) -> dict:
@@ -224,3 +232,149 @@ def test_up_names_the_cause_from_the_heads_record_once_both_ranks_run_again():
         assert str(err).startswith("rank on spark2 is running"), str(err)
     else:
         raise AssertionError("up did not fail")
+
+
+# --- who may talk to the group (issue 39: a stranger on the fabric restarted or halted groups) -------------------
+
+def stranger_hello(port: int, group: str, rank: int = 1) -> None:
+    """What a stranger who read out/ sends: a hello naming the committed group string, with no key."""
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+        sock.sendall((json.dumps({"hello": rank, "node": "evil", "group": group, "nonce": "x", "mac": "0" * 64})
+                      + "\n").encode())
+        sock.settimeout(2)
+        with contextlib.suppress(OSError):
+            while sock.recv(4096):
+                pass
+
+
+def flood(port: int, payload: bytes) -> None:
+    with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+        sock.sendall(payload)
+        time.sleep(0.5)
+
+
+def test_strangers_change_nothing_while_the_group_meets_and_serves(tmp_path: Path):
+    """The group key proves each rank: a stranger's hellos with the committed group string, a 1 MiB line, JSON
+    nested 50,000 deep and 200 idle connections held open neither crash the head's watch nor hold up the meeting,
+    nor restart the serving group."""
+    port = free_port()
+    head = start(tmp_path, 0, port, SERVE, key="k1")
+    time.sleep(1)
+    idle = []
+    for _ in range(200):  # held open, silent, through the meeting and after it
+        with contextlib.suppress(OSError):
+            idle.append(socket.create_connection(("127.0.0.1", port), timeout=2))
+    for _ in range(7):
+        stranger_hello(port, "r:1")
+    flood(port, b"[" * 50_000 + b"\n")
+    flood(port, b"x" * (1 << 20))
+    worker = start(tmp_path, 1, port, SERVE, key="k1")
+    deadline = time.time() + 30
+    while time.time() < deadline and "starting the engine" not in (tmp_path / "x").name:
+        if (tmp_path / "state-1.json").exists() and state(tmp_path, 1).get("running"):
+            break
+        time.sleep(0.2)
+    assert state(tmp_path, 1).get("running") and state(tmp_path, 0).get("running"), "the group never met"
+    for _ in range(7):  # while it serves: a hello would have ended it as "rank 1 restarted"
+        stranger_hello(port, "r:1")
+    flood(port, b"[" * 50_000 + b"\n")
+    flood(port, b"x" * (1 << 20))
+    time.sleep(3)
+    assert head.poll() is None and worker.poll() is None
+    assert state(tmp_path, 0)["restarts"] == [] and state(tmp_path, 1)["restarts"] == []
+    for sock in idle:
+        sock.close()
+    worker.send_signal(signal.SIGTERM)
+    assert finish(worker)[0] == 143 and finish(head)[0] == 2  # the group still works as one
+
+
+def test_a_rank_without_the_key_is_not_let_in(tmp_path: Path):
+    port = free_port()
+    head = start(tmp_path, 0, port, SERVE, key="k1")
+    worker = start(tmp_path, 1, port, SERVE, key="another")
+    time.sleep(5)
+    head.send_signal(signal.SIGTERM)
+    worker.send_signal(signal.SIGTERM)
+    h_status, h_out, _ = finish(head)
+    w_status, w_out, _ = finish(worker)
+    assert "engine up" not in h_out and "engine up" not in w_out
+    assert (h_status, w_status) == (143, 143)
+
+
+def test_the_head_hears_only_the_ranks_addresses(tmp_path: Path):
+    """--peers: the head takes rank 1 from its address (127.0.0.9, which the worker binds as its source) and no
+    other; a hello from 127.0.0.1 is closed before a word."""
+    port = free_port()
+    peers = ("--peers", "127.0.0.1,127.0.0.9")
+    head = start(tmp_path, 0, port, SERVE, extra=peers)
+    time.sleep(1)
+    stranger_hello(port, "r:1")  # from 127.0.0.1: not rank 1's address
+    time.sleep(1)
+    assert not state(tmp_path, 0).get("running")
+    worker = start(tmp_path, 1, port, SERVE, extra=peers)
+    deadline = time.time() + 20
+    while time.time() < deadline and not state(tmp_path, 0).get("running"):
+        time.sleep(0.2)
+    assert state(tmp_path, 0).get("running")
+    worker.send_signal(signal.SIGTERM)
+    finish(worker), finish(head)
+
+
+# --- a wedged engine: alive, answering /health, producing nothing -----------------------------------------------
+
+ENGINE_HTTP = """
+import http.server, json, os, sys, time
+FLAG = sys.argv[1]
+class H(http.server.BaseHTTPRequestHandler):
+    def log_message(self, *a): pass
+    def answer(self, body, kind="text/plain"):
+        self.send_response(200); self.send_header("Content-Type", kind)
+        self.send_header("Content-Length", str(len(body))); self.end_headers(); self.wfile.write(body)
+    def do_GET(self):
+        if self.path == "/health": return self.answer(b"")
+        if self.path == "/metrics":  # frozen gauges, as a frozen engine core leaves them
+            return self.answer(b"vllm:generation_tokens_total 7.0\\nvllm:num_requests_running 0.0\\n")
+        self.send_error(404)
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        while os.path.exists(FLAG): time.sleep(0.2)  # the core is frozen: no token, ever
+        self.answer(json.dumps({"choices": [{"text": "x"}]}).encode(), "application/json")
+http.server.ThreadingHTTPServer.daemon_threads = True
+print("engine up", flush=True)
+http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[2])), H).serve_forever()
+"""
+
+
+def test_a_wedged_engine_ends_the_group_with_its_own_cause(tmp_path: Path):
+    """/health stays 200 and /metrics stays flat: the one-token probe finds the wedge, twice, and the head's watch
+    ends the group with the cause `wedged` (it waits while the engine answers)."""
+    port, http_port = free_port(), free_port()
+    flag = tmp_path / "frozen"
+    engine = f"import sys; sys.argv = ['e', {str(flag)!r}, '{http_port}']; exec({ENGINE_HTTP!r})"
+    extra = ("--health", f"http://127.0.0.1:{http_port}/health", "--model", "tiny", "--wedge", "2")
+    head = start(tmp_path, 0, port, engine, ranks=1, extra=extra)
+    time.sleep(12)  # served, and probed a few times: an answering engine is left alone
+    assert head.poll() is None, head.stderr.read() if head.stderr else ""
+    flag.write_text("")
+    started = time.time()
+    status, out, err = finish(head, timeout=60)
+    took = time.time() - started
+    assert status == 1, err
+    last = state(tmp_path, 0)["restarts"][-1]
+    assert last["cause"] == "wedged" and "one-token completion within 2s" in last["reason"], last
+    assert took < 2 + 2 * 2 + 6, took  # a look every 2 s, two probes of 2 s, and the engine's stop
+
+
+def test_an_engine_that_refuses_the_probe_is_not_judged(tmp_path: Path):
+    """A 4xx to the probe (a wrong served name, a key it does not have) says nothing of a wedge: no restart loop
+    of a healthy engine; the watch says wedge detection is off."""
+    port, http_port = free_port(), free_port()
+    engine = (f"import sys; sys.argv = ['e', '/nonexistent', '{http_port}']; "
+              f"exec({ENGINE_HTTP.replace('def do_POST(self):', 'def do_POST(self):' + chr(10) + '        return self.send_error(404)')!r})")
+    extra = ("--health", f"http://127.0.0.1:{http_port}/health", "--model", "nope", "--wedge", "1")
+    head = start(tmp_path, 0, port, engine, ranks=1, extra=extra)
+    time.sleep(8)
+    assert head.poll() is None
+    head.send_signal(signal.SIGTERM)
+    status, _, err = finish(head)
+    assert status == 143 and "wedge detection is off" in err, err
