@@ -7,7 +7,12 @@ For each example recipe (examples/cpu: TP=2 and PP=2 over two lab nodes, the tin
 and for TP=2 (issue 35's goal: each within 1.2x of a fresh `up`):
 - a worker's engine killed -9 from the host: time to the next answered chat completion;
 - the worker's node rebooted (its dockerd stopped and started): time to the next answered chat completion;
-- the head's node rebooted: the same.
+- the head's node rebooted: the same;
+- issue 39's wedges, each process stopped (SIGSTOP) from the host with its group watch alive: every process of the
+  worker's engine; the head's engine core alone (its API server still answers /health); every process of the
+  head's engine. For these the detection time (the freeze to the head's recorded restart) is printed apart
+  (goal: at most 60 s with the default `wedge_timeout`), and the heal against 1.2x a fresh `up` plus it;
+- what each group restart costs the host's memory: MemAvailable before the fault and once serving again.
 Each beside the fresh `up`'s time, as a ratio. Prints figures; asserts nothing.
 
 Needs root, the lab's packages and the real-vLLM wheels (.ci/run fetches them):
@@ -18,12 +23,15 @@ Needs root, the lab's packages and the real-vLLM wheels (.ci/run fetches them):
 from __future__ import annotations
 
 import argparse
+import io
+import json
 import os
 import re
 import shutil
 import signal
 import subprocess
 import sys
+import tarfile
 import tempfile
 import time
 from pathlib import Path
@@ -115,21 +123,75 @@ def overhead(lab: Lab) -> None:
     print("\n".join("    " + line for line in (done.stdout + done.stderr).splitlines()))
 
 
+def available() -> int:
+    """The host's MemAvailable (the lab's nodes share it), in bytes."""
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("MemAvailable:"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
+def container(lab: Lab, which: int, recipe: str) -> str:
+    return lab.docker(lab.nodes[which], "ps", "-q", "--filter", f"label=dev.recipegen.recipe={recipe}").stdout.split()[0]
+
+
+def last_restart(lab: Lab, recipe: str) -> dict:
+    """The head's group record's last restart (docker cp of the watch's file, as `ps` reads it)."""
+    tar = subprocess.run(["docker", "--context", lab.nodes[0].context, "cp",
+                          f"{container(lab, 0, recipe)}:/tmp/.recipegen-group.json", "-"], env=lab.env,
+                         capture_output=True, timeout=30).stdout
+    with tarfile.open(fileobj=io.BytesIO(tar)) as archive:
+        member = archive.extractfile(archive.getmembers()[0])
+        return json.loads(member.read())["restarts"][-1] if member else {}
+
+
+def tree(pid: int) -> list[int]:
+    rows = [line.split() for line in subprocess.run(["ps", "-e", "-o", "pid=,ppid=,comm="], capture_output=True,
+                                                    text=True, check=True).stdout.splitlines()]
+    found, todo = [], [pid]
+    while todo:
+        parent = todo.pop()
+        kids = [int(r[0]) for r in rows if int(r[1]) == parent]
+        found += kids
+        todo += kids
+    return found
+
+
 def heal(lab: Lab, recipe: str, fresh: float) -> None:
-    ids = lab.docker(lab.nodes[1], "ps", "-q", "--filter", f"label=dev.recipegen.recipe={recipe}").stdout.split()
-    _, engine = lab.pids(lab.nodes[1], ids[0])
+    before = available()
+    _, engine = lab.pids(lab.nodes[1], container(lab, 1, recipe))
     start = time.monotonic()
     os.kill(engine, signal.SIGKILL)
     took = serving_after(lab, start)
-    print(f"  worker engine killed -9: serving again after {took:.1f}s ({took / fresh:.2f}x a fresh up)")
+    print(f"  worker engine killed -9: serving again after {took:.1f}s ({took / fresh:.2f}x a fresh up); "
+          f"host memory {(available() - before) / 2**20:+.0f} MiB")
     for which in (1, 0):
         node = lab.nodes[which]
-        start = time.monotonic()
+        before, start = available(), time.monotonic()
         lab.stop_dockerd(node)
         lab.start_dockerd(node)
         took = serving_after(lab, start)
         print(f"  {'worker' if which else 'head'} node rebooted: serving again after {took:.1f}s "
-              f"({took / fresh:.2f}x a fresh up)")
+              f"({took / fresh:.2f}x a fresh up); host memory {(available() - before) / 2**20:+.0f} MiB")
+    for what, which, core_only in (("worker engine frozen", 1, False), ("head engine core frozen", 0, True),
+                                   ("head engine frozen", 0, False)):
+        watch, _ = lab.pids(lab.nodes[which], container(lab, which, recipe))
+        pids = [p for p in tree(watch)
+                if not core_only or Path(f"/proc/{p}/comm").read_text().startswith("VLLM::EngineCor")]
+        before, wall, start = available(), time.time(), time.monotonic()
+        for pid in pids:
+            os.kill(pid, signal.SIGSTOP)
+        took = serving_after(lab, start)
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGCONT)
+            except ProcessLookupError:
+                pass
+        record = last_restart(lab, recipe)
+        detected = record.get("time", wall) - wall
+        print(f"  {what}: {record.get('cause')} detected after {detected:.1f}s, serving again after {took:.1f}s "
+              f"({(took - detected) / fresh:.2f}x a fresh up after detection); host memory "
+              f"{(available() - before) / 2**20:+.0f} MiB")
 
 
 if __name__ == "__main__":

@@ -16,6 +16,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from generator.plan.types import watch_source
 from generator.runtime import groupwatch
 
@@ -26,6 +28,24 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+STARTED: list[subprocess.Popen] = []
+
+
+@pytest.fixture(autouse=True)
+def _no_watch_outlives_its_test():
+    """A failing test must not leave its watches (and their engines) running."""
+    yield
+    while STARTED:
+        proc = STARTED.pop()
+        if proc.poll() is None:
+            proc.terminate()  # the watch stops its engine on SIGTERM
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=10)
 
 
 def start(tmp: Path, rank: int, port: int, engine: str, limit: int = 5, group: str = "r:1",
@@ -44,7 +64,10 @@ def start(tmp: Path, rank: int, port: int, engine: str, limit: int = 5, group: s
     env = {k: v for k, v in os.environ.items() if k != "RECIPEGEN_GROUP_KEY"}
     if key is not None:
         env["RECIPEGEN_GROUP_KEY"] = key
-    return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                            start_new_session=True)
+    STARTED.append(proc)
+    return proc
 
 
 def state(tmp: Path, rank: int) -> dict:

@@ -13,12 +13,14 @@ tests run in file order; the PP=2 test downs it, so it comes last of them.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -45,9 +47,10 @@ def cpu_project(lab: Lab, root: Path, recipes: tuple[str, ...] = ("tiny-llama-tp
     for rid, text in (extra or {}).items():
         (root / "recipes" / rid).mkdir()
         (root / "recipes" / rid / "recipe.toml").write_text(text)
-    # The module's one boot takes four group restarts in a few minutes: a bound of its own, above the default 5 in 30m.
+    # The module's one boot takes seven group restarts in a few minutes: a bound of its own, above the default 5 in
+    # 30m; and a wedge probe of 8 s (20 s by default), so each frozen-engine case costs the two cores less.
     cluster = lab.write_cluster(root / "cluster.toml", lab.nodes[:2], gpu="none", node_env=BIND,
-                                extra="restart_limit = 20")
+                                extra='restart_limit = 20\nwedge_timeout = "8s"')
     if router is not None:
         from lab import routerimage
 
@@ -267,6 +270,122 @@ def test_a_rebooted_node_comes_back_serving(tp2, lab: Lab, which: int):
     print(f"\n{node.name} rebooted: serving again after {serves_again(lab, start):.1f}s")
 
 
+GROUP_PORT = 29680  # the cluster's default group_port
+
+
+def group_string(root: Path) -> str:
+    """The committed `--group` word a stranger who read out/ would send."""
+    words = (root / "out" / "tiny-llama-tp2" / "spark1" / "compose.yaml").read_text().split("\n")
+    at = next(i for i, line in enumerate(words) if line.strip() == '- "--group"')
+    return words[at + 1].strip()[3:-1]
+
+
+STRANGER = """
+import json, socket, sys, time
+host, port, group = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+idle = []
+for _ in range(200):
+    try:
+        idle.append(socket.create_connection((host, port), timeout=3))
+    except OSError:
+        pass
+for payload in [json.dumps({"hello": 1, "node": "spark2", "group": group}).encode() + b"\\n"] * 7 + [
+        b"[" * 50000 + b"\\n", b"x" * (1 << 20)]:
+    try:
+        with socket.create_connection((host, port), timeout=3) as s:
+            s.sendall(payload)
+            time.sleep(0.3)
+    except OSError:
+        pass
+time.sleep(6)
+print(len(idle), "idle connections held")
+"""
+
+
+def restart_count(lab: Lab, root: Path) -> int:
+    ps = run(lab, root, "ps", "tiny-llama-tp2")
+    found = re.search(r"(\d+) group restart\(s\)", ps.stdout)
+    return int(found[1]) if found else 0
+
+
+def test_strangers_on_the_fabric_cannot_restart_the_group(tp2, lab: Lab):
+    """Issue 39: whoever reaches the group port with the group string committed in out/ (seven hellos), a 1 MiB
+    line, JSON nested 50,000 deep and 200 idle connections held open changes nothing: from the machine that
+    deploys (not a rank's address) and from the worker's own node (a rank's address, without the group's key)."""
+    root, up = tp2
+    assert up.returncode == 0
+    before = restart_count(lab, root)
+    group = group_string(root)
+    head = lab.nodes[0].address
+    subprocess.run([sys.executable, "-c", STRANGER, head, str(GROUP_PORT), group], check=True, timeout=120)
+    subprocess.run(["nsenter", f"--net=/var/run/netns/{lab.nodes[1].netns}", "/usr/bin/python3", "-c", STRANGER,
+                    head, str(GROUP_PORT), group], check=True, timeout=120)
+    assert not probe_fails(lab)
+    assert restart_count(lab, root) == before
+
+
+def engine_tree(pid: int) -> list[int]:
+    """Every process under pid (the container's group watch): the engine and all its children, on the host."""
+    rows = [line.split() for line in subprocess.run(["ps", "-e", "-o", "pid=,ppid=,comm="], capture_output=True,
+                                                    text=True, check=True).stdout.splitlines()]
+    children: dict[int, list[tuple[int, str]]] = {}
+    for row in rows:
+        children.setdefault(int(row[1]), []).append((int(row[0]), " ".join(row[2:])))
+    found, todo = [], [pid]
+    while todo:
+        for child, _ in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def comm(pid: int) -> str:
+    return Path(f"/proc/{pid}/comm").read_text().strip()
+
+
+def freeze_until_served_again(lab: Lab, root: Path, pids: list[int], what: str) -> float:
+    """SIGSTOP pids (from the host: the watch stays alive), see the head stop answering, and time until it
+    serves again with no command typed; ps then names the cause `wedged` or `health-lost`."""
+    assert pids
+    start = time.monotonic()
+    for pid in pids:
+        os.kill(pid, signal.SIGSTOP)
+    try:
+        wait_until("the head to stop answering", lambda: probe_fails(lab))
+        took = serves_again(lab, start)
+    finally:
+        for pid in pids:  # the restart killed them; a survivor must not stay stopped
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
+    print(f"\n{what}: serving again after {took:.1f}s")
+    ps = run(lab, root, "ps", "tiny-llama-tp2").stdout
+    assert re.search(r"the last at [^\n]* \((wedged|health-lost)\)", ps), ps
+    return took
+
+
+def test_a_frozen_worker_engine_is_healed(tp2, lab: Lab):
+    """Every process of the worker's engine stopped, its watch alive: the head answers nothing; its watch finds the
+    wedge (a one-token completion gets no answer, twice) and the group restarts."""
+    root, up = tp2
+    watch = engine_pid(lab, lab.nodes[1], "tiny-llama-tp2")[0]
+    freeze_until_served_again(lab, root, engine_tree(watch), "worker engine frozen")
+
+
+def test_a_frozen_head_engine_core_is_healed(tp2, lab: Lab):
+    """The head's engine core alone stopped: its API server still answers /health; the wedge probe does not."""
+    root, up = tp2
+    watch = engine_pid(lab, lab.nodes[0], "tiny-llama-tp2")[0]
+    cores = [pid for pid in engine_tree(watch) if comm(pid).startswith("VLLM::EngineCor")]
+    freeze_until_served_again(lab, root, cores, "head engine core frozen")
+
+
+def test_a_frozen_head_engine_is_healed(tp2, lab: Lab):
+    """Every process of the head's engine stopped: /health and the probe get no answer."""
+    root, up = tp2
+    watch = engine_pid(lab, lab.nodes[0], "tiny-llama-tp2")[0]
+    freeze_until_served_again(lab, root, engine_tree(watch), "head engine frozen")
+
+
 def test_pp2_serves_the_same_greedy_text_as_tp2(tp2, lab: Lab):
     """PP=2 after TP=2 on the same nodes (down first): the same weights split another way answer the same."""
     root, up = tp2
@@ -321,10 +440,14 @@ def test_a_flag_this_vllm_does_not_have_is_refused_by_validate_before_any_boot(t
 
 
 def test_tp2_on_swarm_serves_and_a_killed_worker_task_brings_the_group_back(vllm_lab: Lab, tmp_path: Path):
-    """The same recipe as a Swarm stack: it serves (the probe at the end of `up`), and a worker task whose engine is
-    killed brings the whole group back through Swarm's own restarts (each a new task)."""
+    """The same recipe as a Swarm stack, with a setup step (so each task runs recipegen's launcher, under the group
+    watch): it serves (the probe at the end of `up`), and a worker task whose engine is killed brings the whole
+    group back through Swarm's own restarts (each a new task), the setup step run again in the new task."""
     lab = vllm_lab
-    root = cpu_project(lab, tmp_path, recipes=("tiny-llama-tp2",))
+    recipe = (EXAMPLE / "recipes" / "tiny-llama-tp2" / "recipe.toml").read_text()
+    recipe = recipe.replace("\n[", '\nsetup = ["echo recipegen-setup-ran"]\n\n[', 1)
+    assert "recipegen-setup-ran" in recipe
+    root = cpu_project(lab, tmp_path, recipes=(), extra={"tiny-llama-tp2": recipe})
     try:
         setup = run(lab, root, "swarm", "setup", "--init")
         assert setup.returncode == 0, setup.stdout + setup.stderr
@@ -332,9 +455,19 @@ def test_tp2_on_swarm_serves_and_a_killed_worker_task_brings_the_group_back(vllm
         assert up.returncode == 0, up.stdout + up.stderr
         ttft, rate, text = first_request(up.stdout)
         assert ttft > 0 and rate > 0 and text
-        worker = lab.docker(lab.nodes[1], "ps", "-q", "--filter",
-                            "label=com.docker.swarm.service.name=tiny-llama-tp2_spark2").stdout.split()[0]
-        kill_until_served_again(lab, lab.pids(lab.nodes[1], worker)[1], "Swarm worker task's engine killed")
+
+        def worker_task() -> str:
+            return lab.docker(lab.nodes[1], "ps", "-q", "--filter",
+                              "label=com.docker.swarm.service.name=tiny-llama-tp2_spark2").stdout.split()[0]
+
+        first = worker_task()
+        watch, engine = lab.pids(lab.nodes[1], first)
+        assert "group-watch.py" in Path(f"/proc/{watch}/cmdline").read_text()  # the launcher runs under the watch
+        kill_until_served_again(lab, engine, "Swarm worker task's engine killed")
+        second = worker_task()
+        assert second != first
+        logs = lab.docker(lab.nodes[1], "logs", second).stdout + lab.docker(lab.nodes[1], "logs", second).stderr
+        assert "recipegen-setup-ran" in logs, logs[-2000:]
     finally:
         down = run(lab, root, "down", "--swarm", "tiny-llama-tp2", timeout=300)
         lab.leave_swarm()
