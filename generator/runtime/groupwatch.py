@@ -634,8 +634,9 @@ class Wedge:
         return moved
 
     def probe(self) -> Optional[bool]:
-        """True when the one-token completion got no answer in time (or a 5xx), False when it did, None when the
-        engine refused it (4xx)."""
+        """True when the one-token completion got no answer in time, False when it did, None when the engine
+        refused it (4xx). A 5xx is an answer: an engine that fails requests is not frozen (a dead one loses
+        /health)."""
         body = json.dumps({"model": self.model, "prompt": "1", "max_tokens": 1, "temperature": 0}).encode()
         headers = {"Content-Type": "application/json"}
         if self.key:
@@ -645,7 +646,7 @@ class Wedge:
             self.ask.open(request, timeout=self.deadline).close()
             return False
         except urllib.error.HTTPError as err:
-            return None if 400 <= err.code < 500 else True
+            return None if 400 <= err.code < 500 else False
         except Exception:
             return True
 
