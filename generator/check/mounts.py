@@ -104,7 +104,7 @@ def _container_user(recipe: Recipe, cluster: Cluster | None) -> Findings:
                             "write the numeric UID[:GID] (`docker run --rm IMAGE id USER` shows it)")
     for mod in recipe.mods:
         for file in mod.files:
-            if not file.text:
+            if not file.size:
                 yield (mod.origin, "mods",
                        f"mod '{mod.source}': {file.path} is empty, so the launcher creates it (Compose copies no "
                        f"empty config), in a folder Docker makes as root: as container_user '{user}' it cannot; "
