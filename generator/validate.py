@@ -68,7 +68,8 @@ def validate_paths(paths: list[Path], cluster_path: Path | None) -> list[Diagnos
     paths = expanded
     cluster: Cluster | None = None
     cluster_file = cluster_path or project.default_cluster
-    if cluster_path is not None or cluster_file.is_file():
+    cluster_read = cluster_path is not None or cluster_file.is_file()  # broken or not: its own findings say how
+    if cluster_read:
         # The recipes' cluster-dependent rules need it: a broken or missing one is a finding of its own.
         schema_problems: list[Diagnostic] = []
         found_here: list[Diagnostic] = []
@@ -83,7 +84,7 @@ def validate_paths(paths: list[Path], cluster_path: Path | None) -> list[Diagnos
         findings += _by_line(schema_problems + found_here)
     recipes_linted = False
     for path in paths:
-        findings += _directive_findings(path)
+        findings += _directive_findings(path / RECIPE_FILE if path.is_dir() else path)  # `validate recipes/<id>`
         schema_problems = []  # reported with the lint findings of the valid rest, by line
         found_here = []
         try:
@@ -102,7 +103,7 @@ def validate_paths(paths: list[Path], cluster_path: Path | None) -> list[Diagnos
         findings += _by_line(schema_problems + found_here)
     if cluster is not None and cluster.router is not None:
         findings += _router_findings(project, cluster)
-    if recipes_linted and cluster is None and cluster_path is None:
+    if recipes_linted and cluster is None and not cluster_read:
         # `ok` would claim rules passed that never ran: name them and how to run them.
         rules = ", ".join(r.id for r in RULES if r.needs_cluster)
         findings.append(Diagnostic(display_path(cluster_file), None, None, None,
@@ -169,7 +170,9 @@ def _directive_findings(path: Path) -> list[Diagnostic]:
 # the rule report a problem that is not there.
 _READS = {"parallel-size": {"tensor_parallel_size", "pipeline_parallel_size", "required_nodes", "nodes"},
           "too-many-nodes": {"required_nodes", "nodes"}, "pass-env": {"env", "pass_env"},
-          "cudagraph-capture": {"args"}, "duplicate-flag": {"args"}, "sglang-backend": {"engine"}}
+          "cudagraph-capture": {"args"}, "duplicate-flag": {"args"}, "sglang-backend": {"engine"},
+          **{rule: {"model"} for rule in ("fit", "fit-context", "fit-capacity", "fit-unknown", "model-mount")},
+          "engine-release": {"docker_image"}}
 
 
 def _unless_dropped(findings: list[Diagnostic], dropped: set[str] | frozenset[str]) -> list[Diagnostic]:

@@ -26,7 +26,7 @@ def import_project(tmp_path: Path, monkeypatch) -> Path:
     return root
 
 
-@pytest.mark.parametrize("ref", ["..", ".", "../..", "mods/..", "./m/../.."])
+@pytest.mark.parametrize("ref", ["..", ".", "../..", "mods/..", "./m/../..", "../peer/mods/fix-a"])
 def test_import_refuses_a_mod_named_through_a_dot_step_and_writes_nothing(import_project, ref):
     root = import_project
     write(root / "peer" / "recipe.toml", 'docker_image = "evil/miner:latest"\n')
@@ -41,12 +41,15 @@ def test_import_refuses_a_mod_named_through_a_dot_step_and_writes_nothing(import
     assert tree(root) == before
 
 
-@pytest.mark.parametrize("ref", ['".."', '"."', '"../.."', '"mods/../.."'])
-def test_build_refuses_a_mod_named_through_a_dot_step(tmp_path, monkeypatch, ref):
+@pytest.mark.parametrize("ref, message", [('".."', "'.' or '..'"), ('"."', "'.' or '..'"), ('"../.."', "'.' or '..'"),
+                                          ('"mods/../.."', "'.' or '..'"),
+                                          ('"../../recipes/r"', "the recipe's own folder or one above it")])
+def test_build_refuses_a_mod_that_is_the_recipes_folder_or_above(tmp_path, monkeypatch, ref, message):
+    """build keeps `../shared-mod` (outside-project judges where it leads), never a folder holding the recipe."""
     files = {"recipes/r/run.sh": b"#!/bin/sh\n", "recipes/run.sh": b"#!/bin/sh\n", "run.sh": b"#!/bin/sh\n"}
     root = project(tmp_path, files, mods=f"[{ref}]")
     code, output = build(root, monkeypatch)
-    assert code == 1 and "recipes/r/recipe.toml:6:" in output and "'.' or '..'" in output, output
+    assert code == 1 and "recipes/r/recipe.toml:6:" in output and message in output, output
     assert not (root / "out").exists()
 
 

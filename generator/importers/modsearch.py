@@ -37,7 +37,7 @@ def find_mods(doc: YamlFile, refs: object, mods_dirs: tuple[Path, ...] = ()) -> 
         if ref.startswith("@") and scope != "eugr":
             raise doc.error("mods", f"mods[{i}] '{ref}' names the sparkrun registry '{scope}': copy that mod folder "
                                     f"beside the recipe file and name it by its folder")
-        problem = ref_problem(ref)
+        problem = ref_problem(ref, any_step=True)
         if problem:  # `..` would copy the recipe's own folder (or the project) over the imported recipe
             raise doc.error("mods", f"mods[{i}]: {problem}")
         rel = rest.removeprefix("mods/")

@@ -47,6 +47,8 @@ def load_mods(doc: TomlDocument, layer: str, refs: list[str], project_mods: Path
         if problem:
             raise fail(problem)
         folder = _find(doc.path.parent, ref, project_mods)
+        if folder is not None and _holds_recipe(folder, doc.path):
+            raise fail(f"mod '{ref}' is the recipe's own folder or one above it: a mod is a folder of its own")
         if folder is None:
             raise fail(f"mod '{ref}' not found: looked beside the recipe and in {project_mods}")
         if not (folder / MOD_ENTRY).is_file():
@@ -63,14 +65,20 @@ def load_mods(doc: TomlDocument, layer: str, refs: list[str], project_mods: Path
     return tuple(mods)
 
 
-def ref_problem(ref: str) -> str | None:
-    """Why a mod reference names no mod folder of its own: a `.` or `..` step makes it the recipe's folder, a
-    parent, or the whole project (an import would copy it over the recipe; an image's context would be the root)."""
-    steps = ref.replace("\\", "/").split("/")
-    if ref.strip() == "" or any(step in (".", "..") for step in steps):
+def ref_problem(ref: str, any_step: bool = False) -> str | None:
+    """Why a mod reference names no mod folder of its own: a last step `.` or `..` makes it the recipe's folder, a
+    parent or the whole project (an import would copy it over the recipe; an image's context would be the root).
+    `any_step`: a `.` or `..` anywhere (import: a peer's reference, copied to mods/<name>, names a folder only)."""
+    steps = [step for step in ref.replace("\\", "/").split("/") if step]
+    if not steps or steps[-1] in (".", "..") or (any_step and any(step in (".", "..") for step in steps)):
         return (f"mod '{ref}' has a '.' or '..' step: a mod is named by its own folder (beside the recipe, or "
                 "under mods/), never by a path through another folder")
     return None
+
+
+def _holds_recipe(folder: Path, recipe: Path) -> bool:
+    """The folder is the recipe's own or one above it: as a mod it would carry the recipe (and the project)."""
+    return recipe.resolve().parent.is_relative_to(folder.resolve())
 
 
 def _find(base: Path, ref: str, project_mods: Path) -> Path | None:
@@ -120,6 +128,9 @@ def image_refusal(mod: Mod) -> str | None:
     link (COPY carries the link, which may dangle in the container) or a folder recipegen skips (COPY takes it)."""
     if mod.folder is None:
         return None
+    if mod.folder.is_symlink():
+        return (f"mod folder '{mod.source}' is a symlink: the image's build context would be the folder it points "
+                "into (the project root, say), sent whole to Docker; put the mod folder itself beside the others")
     for dirpath, dirnames, filenames in os.walk(mod.folder, followlinks=False):
         for name in sorted(dirnames):
             if name in _SKIPPED:
@@ -151,9 +162,6 @@ def image_context(mods: tuple[Mod, ...], at: Callable[[int, str], RecipegenError
 def read_files(folder: Path, fail: Callable[[str], RecipegenError]) -> tuple[ModFile, ...]:
     """The mod's files, read once for both ways they travel; `fail` makes the error of each refusal (build: at the
     recipe's `mods` element; import: at the peer file's `mods` line)."""
-    if folder.is_symlink():
-        raise fail(f"mod folder '{folder}' is a symlink: the image's build context would be where it points "
-                   "(the project root, or outside it); put the folder itself there")
     if folder.resolve().name.startswith("-"):
         raise fail(f"mod folder name '{folder.resolve().name}' begins with '-': the image's COPY would read it as an "
                    "option (--link, --parents, --); rename the folder")
