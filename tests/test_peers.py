@@ -386,3 +386,12 @@ def test_published_files_import_into_recipes_validate_and_build_accept(file, tmp
     at = words.index(want["words"][0])
     assert words[at:at + len(want["words"])] == want["words"] and words.count(want["words"][0]) == 1
     assert [n.key for n in result.imported.not_carried if n.key in want["named"]] == want["named"]
+
+
+def test_the_tests_page_counts_the_peer_cases_there_are():
+    """docs/tests.md states the corpus' size; a case added without updating it makes the page wrong."""
+    import re
+
+    page = (PEERS.parent.parent / "docs" / "tests.md").read_text("utf-8")
+    stated = re.search(r"`tests/peers/`: (\d+) cases", page)
+    assert stated is not None and int(stated[1]) == len(CASES), (stated and stated[0], len(CASES))
