@@ -221,6 +221,17 @@ def _text(data: bytes | str | None) -> str:
     return data.decode("utf-8", errors="replace") if isinstance(data, bytes) else data
 
 
+MISSING_CONTEXT = "missing (recipegen contexts --create)"  # as `contexts` and `ps` say it
+
+
+def node_reason(context: str, exc: BaseException) -> str:
+    """Why a node gave no answer, as `contexts` says it: a context that does not exist is "missing", with the
+    command that makes it; anything else is docker's own line (reason)."""
+    if isinstance(exc, DockerError) and exc.failure is Failure.NO_CONTEXT:
+        return f"context '{context}' {MISSING_CONTEXT}"
+    return f"context '{context}' does not answer: {exc.short}" if isinstance(exc, DockerError) else reason(exc)
+
+
 def reason(exc: BaseException) -> str:
     """One line saying why a call failed: docker's own words (`DockerError.short`), or the exception's text."""
     return exc.short if isinstance(exc, DockerError) else str(exc) or type(exc).__name__
