@@ -605,13 +605,13 @@ _VALUES = [None, 1, 0, -1, 2.5, True, "x", "", "1", "2", [], ["a"], [1], {}, {"a
 @given(data=st.dictionaries(st.sampled_from(_KEYS), st.sampled_from(_VALUES), min_size=1), ray=st.booleans())
 def test_any_file_imports_or_is_refused_with_a_diagnostic_never_a_traceback(tmp_path, data, ray):
     from generator.diagnostics import RecipegenError
-    from generator.importers import ImportOptions, convert
+    from generator.importers import ImportOptions, convert_file
     from generator.importers.writer import render
 
     f = tmp_path / "r.yaml"
     f.write_text(json.dumps(data))
     try:
-        imported = convert(f, ImportOptions(ray=ray))
+        imported = convert_file(f, ImportOptions(ray=ray))[0]
     except RecipegenError as exc:
         assert all(d.file and d.message for d in exc.diagnostics)
         return
