@@ -66,27 +66,15 @@ def validate_paths(paths: list[Path], cluster_path: Path | None) -> list[Diagnos
         expanded += found
         findings += skipped
     paths = expanded
-    cluster: Cluster | None = None
     cluster_file = cluster_path or project.default_cluster
     cluster_read = cluster_path is not None or cluster_file.is_file()  # broken or not: its own findings say how
-    if cluster_read:
-        # The recipes' cluster-dependent rules need it: a broken or missing one is a finding of its own.
-        schema_problems: list[Diagnostic] = []
-        found_here: list[Diagnostic] = []
-        try:
-            document = load_checked(cluster_file, "cluster", schema_problems)
-            found_here += _unless_dropped(lint_cluster(document), document.dropped)
-            cluster = cluster_from_document(document)
-            if document.dropped:  # defaults in place of its invalid values: no ground to lint recipes on
-                cluster = None
-        except RecipegenError as exc:
-            found_here += exc.diagnostics
-        findings += _by_line(schema_problems + found_here)
+    cluster, cluster_findings = _cluster(cluster_file) if cluster_read else (None, [])
+    findings += cluster_findings
     recipes_linted = False
     for path in paths:
         findings += _directive_findings(path / RECIPE_FILE if path.is_dir() else path)  # `validate recipes/<id>`
-        schema_problems = []  # reported with the lint findings of the valid rest, by line
-        found_here = []
+        schema_problems: list[Diagnostic] = []  # reported with the lint findings of the valid rest, by line
+        found_here: list[Diagnostic] = []
         try:
             if file_kind(path) == "cluster":
                 if cluster is None or path.resolve() != cluster.path.resolve():
@@ -110,6 +98,23 @@ def validate_paths(paths: list[Path], cluster_path: Path | None) -> list[Diagnos
                                    f"no cluster file, so the cluster-dependent rules ({rules}) were skipped or "
                                    "checked against defaults; pass --cluster FILE", Severity.WARNING, "no-cluster"))
     return list(dict.fromkeys(findings))
+
+
+def _cluster(cluster_file: Path) -> tuple[Cluster | None, list[Diagnostic]]:
+    """The cluster the recipes' cluster-dependent rules need, and its own findings: a broken one is a finding of
+    its own, and no ground to lint recipes on (None)."""
+    schema_problems: list[Diagnostic] = []
+    found: list[Diagnostic] = []
+    cluster = None
+    try:
+        document = load_checked(cluster_file, "cluster", schema_problems)
+        found += _unless_dropped(lint_cluster(document), document.dropped)
+        cluster = cluster_from_document(document)
+        if document.dropped:  # defaults in place of its invalid values
+            cluster = None
+    except RecipegenError as exc:
+        found += exc.diagnostics
+    return cluster, _by_line(schema_problems + found)
 
 
 def _router_findings(project: Project, cluster: Cluster) -> list[Diagnostic]:
