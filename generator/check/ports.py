@@ -37,7 +37,7 @@ def _api_port(recipe: Recipe) -> tuple[int, Origin, str] | None:
     if given is None:
         return ENGINE_DEFAULT_PORT[recipe.engine], recipe.origins.get("engine", recipe.document.origin("recipe", ())), \
             "engine"
-    port = port_number(given.values[0])
+    port = port_number(given.values[0]) if given.values else None
     return (port, given.args[0].origin, "args") if port is not None else None  # flag-value judges the rest
 
 

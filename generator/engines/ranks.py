@@ -64,18 +64,32 @@ class RankCommand:
 
 
 def last_group(recipe: Recipe, *names: str) -> FlagGroup | None:
-    """The last of the recipe's flags spelt one of `names` that has a value: the one argparse keeps."""
+    """The last of the recipe's flags spelt one of `names`: the one argparse keeps."""
     found = None
     for group in recipe.flag_groups:
-        if group.flag in names and group.values:
+        if group.flag in names:
             found = group
     return found
 
 
 def flag_value(recipe: Recipe, *names: str) -> str | None:
-    """The (last) value of a flag in the recipe's args, e.g. `--port`."""
+    """The value of the last flag spelt one of `names`, e.g. `--port` (None: not given, or given no value)."""
     group = last_group(recipe, *names)
-    return group.values[0] if group is not None else None
+    return group.values[0] if group is not None and group.values else None
+
+
+MEMORY_FRACTION = {"vllm": "--gpu-memory-utilization", "sglang": "--mem-fraction-static"}
+
+
+def memory_fraction(recipe: Recipe) -> tuple[FlagGroup | None, float | None]:
+    """The engine's share of the GPU's memory flag and its number as the engine reads it (argparse's
+    `type=float`: `0.9`, `9e-1`, also `nan`, which its range check refuses); None where float() refuses the word
+    (flag-value's finding) or the flag is not given."""
+    group = last_group(recipe, MEMORY_FRACTION[recipe.engine])
+    try:
+        return group, float(group.values[0]) if group is not None and group.values else None
+    except ValueError:
+        return group, None
 
 
 def port_number(word: str) -> int | None:
