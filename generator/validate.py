@@ -67,7 +67,8 @@ def validate_paths(paths: list[Path], cluster_path: Path | None) -> list[Diagnos
         findings += skipped
     paths = expanded
     cluster_file = cluster_path or project.default_cluster
-    cluster_read = cluster_path is not None or cluster_file.is_file()  # broken or not: its own findings say how
+    # broken, unreadable or a dangling link: its own findings say how, never "no cluster file"
+    cluster_read = cluster_path is not None or cluster_file.exists() or cluster_file.is_symlink()
     cluster, cluster_findings = _cluster(cluster_file) if cluster_read else (None, [])
     findings += cluster_findings
     recipes_linted = False

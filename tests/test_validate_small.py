@@ -53,6 +53,20 @@ def test_a_broken_cluster_file_is_reported_as_itself_only(tmp_path, monkeypatch,
     assert "cluster.toml:" in run.stderr and "no cluster file" not in run.stderr, run.stderr
 
 
+@pytest.mark.parametrize("kind", ["dangling link", "folder"])
+def test_a_cluster_file_that_cannot_be_read_is_reported_as_itself(tmp_path, monkeypatch, kind):
+    root = _project(tmp_path, RECIPE.replace('args = ["--tensor-parallel-size", "2"]\n', ""))
+    (root / "cluster.toml").unlink()
+    if kind == "folder":
+        (root / "cluster.toml").mkdir()
+    else:
+        (root / "cluster.toml").symlink_to(root / "gone.toml")
+    monkeypatch.chdir(root)
+    run = run_inprocess("validate", "recipes/a")
+    assert run.crash is None and run.exit_code == 1 and ("cluster.toml" in run.stderr or "gone.toml" in run.stderr)
+    assert "no cluster file" not in run.stderr, run.stderr
+
+
 def test_no_cluster_file_is_still_said(tmp_path, monkeypatch):
     root = _project(tmp_path, RECIPE.replace('args = ["--tensor-parallel-size", "2"]\n', ""))
     (root / "cluster.toml").unlink()
