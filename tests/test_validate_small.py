@@ -94,3 +94,16 @@ def test_a_restart_window_of_a_second_passes(tmp_path, monkeypatch):
                                CLUSTER.replace('name = "lab"\n', 'name = "lab"\nrestart_window = "1s"\n')))
     run = run_inprocess("validate")
     assert run.exit_code == 0, run.stderr
+
+
+@pytest.mark.parametrize("cluster, schema_words", [
+    ('env = { HF_TOKEN = "hf_abcdefghijklmnopqrstuvwxyz123456" }\n[[nodes]]\nname = "n1"\naddress = "10.9.0.1"\n'
+     'context = "n1"\n', "missing required key 'name'"),
+    ('name = "lab"\nenv = { HF_TOKEN = "hf_abcdefghijklmnopqrstuvwxyz123456" }\n[[nodes]]\nname = "n1"\n'
+     'address = "10.9.0.1"\n', "missing required key 'context'"),
+])
+def test_a_cluster_s_schema_and_lint_findings_in_one_run(tmp_path, monkeypatch, cluster, schema_words):
+    monkeypatch.chdir(_project(tmp_path, RECIPE, cluster))
+    run = run_inprocess("validate", "cluster.toml")
+    assert run.crash is None and run.exit_code == 1
+    assert schema_words in run.stderr and "error[secret]: env.HF_TOKEN" in run.stderr, run.stderr

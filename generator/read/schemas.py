@@ -211,15 +211,20 @@ def valid_part(data: dict[str, Any], kind: str) -> tuple[dict[str, Any], set[str
 # A recipe missing its image or model (or giving an invalid one) still has flags, env and mounts to lint: a
 # stand-in takes the key's place, the key counts as dropped, and the findings that read it are left out
 # (validate's _unless_dropped). Without a valid `engine` nothing about the flags can be said: no stand-in.
-STAND_INS = {"recipe": {"docker_image": "recipegen.invalid/stand-in:0", "model": "recipegen-invalid/stand-in"}}
+STAND_INS: dict[str, dict[str, Any]] = {
+    "recipe": {"docker_image": "recipegen.invalid/stand-in:0", "model": "recipegen-invalid/stand-in"},
+    "cluster": {"name": "stand-in", "nodes": [{"name": "stand-in", "address": "192.0.2.1", "context": "stand-in"}]},
+}
 
 
 def _stand_in(data: dict[str, Any], kind: str, dropped: set[str]) -> None:
+    import copy
+
     if "extends" in data:
         return
     for key, value in STAND_INS.get(kind, {}).items():
         if key not in data:
-            data[key] = value
+            data[key] = copy.deepcopy(value)
             dropped.add(key)
 
 
