@@ -66,26 +66,16 @@ def validate_paths(paths: list[Path], cluster_path: Path | None) -> list[Diagnos
         expanded += found
         findings += skipped
     paths = expanded
-    cluster: Cluster | None = None
     cluster_file = cluster_path or project.default_cluster
-    if cluster_path is not None or cluster_file.is_file():
-        # The recipes' cluster-dependent rules need it: a broken or missing one is a finding of its own.
-        schema_problems: list[Diagnostic] = []
-        found_here: list[Diagnostic] = []
-        try:
-            document = load_checked(cluster_file, "cluster", schema_problems)
-            found_here += _unless_dropped(lint_cluster(document), document.dropped)
-            cluster = cluster_from_document(document)
-            if document.dropped:  # defaults in place of its invalid values: no ground to lint recipes on
-                cluster = None
-        except RecipegenError as exc:
-            found_here += exc.diagnostics
-        findings += _by_line(schema_problems + found_here)
+    # broken, unreadable or a dangling link: its own findings say how, never "no cluster file"
+    cluster_read = cluster_path is not None or cluster_file.exists() or cluster_file.is_symlink()
+    cluster, cluster_findings = _cluster(cluster_file) if cluster_read else (None, [])
+    findings += cluster_findings
     recipes_linted = False
     for path in paths:
-        findings += _directive_findings(path)
-        schema_problems = []  # reported with the lint findings of the valid rest, by line
-        found_here = []
+        findings += _directive_findings(path / RECIPE_FILE if path.is_dir() else path)  # `validate recipes/<id>`
+        schema_problems: list[Diagnostic] = []  # reported with the lint findings of the valid rest, by line
+        found_here: list[Diagnostic] = []
         try:
             if file_kind(path) == "cluster":
                 if cluster is None or path.resolve() != cluster.path.resolve():
@@ -102,13 +92,30 @@ def validate_paths(paths: list[Path], cluster_path: Path | None) -> list[Diagnos
         findings += _by_line(schema_problems + found_here)
     if cluster is not None and cluster.router is not None:
         findings += _router_findings(project, cluster)
-    if recipes_linted and cluster is None and cluster_path is None:
+    if recipes_linted and cluster is None and not cluster_read:
         # `ok` would claim rules passed that never ran: name them and how to run them.
         rules = ", ".join(r.id for r in RULES if r.needs_cluster)
         findings.append(Diagnostic(display_path(cluster_file), None, None, None,
                                    f"no cluster file, so the cluster-dependent rules ({rules}) were skipped or "
                                    "checked against defaults; pass --cluster FILE", Severity.WARNING, "no-cluster"))
     return list(dict.fromkeys(findings))
+
+
+def _cluster(cluster_file: Path) -> tuple[Cluster | None, list[Diagnostic]]:
+    """The cluster the recipes' cluster-dependent rules need, and its own findings: a broken one is a finding of
+    its own, and no ground to lint recipes on (None)."""
+    schema_problems: list[Diagnostic] = []
+    found: list[Diagnostic] = []
+    cluster = None
+    try:
+        document = load_checked(cluster_file, "cluster", schema_problems)
+        found += _unless_dropped(lint_cluster(document), document.dropped)
+        cluster = cluster_from_document(document)
+        if document.dropped:  # defaults in place of its invalid values
+            cluster = None
+    except RecipegenError as exc:
+        found += exc.diagnostics
+    return cluster, _by_line(schema_problems + found)
 
 
 def _router_findings(project: Project, cluster: Cluster) -> list[Diagnostic]:
@@ -169,7 +176,9 @@ def _directive_findings(path: Path) -> list[Diagnostic]:
 # the rule report a problem that is not there.
 _READS = {"parallel-size": {"tensor_parallel_size", "pipeline_parallel_size", "required_nodes", "nodes"},
           "too-many-nodes": {"required_nodes", "nodes"}, "pass-env": {"env", "pass_env"},
-          "cudagraph-capture": {"args"}, "duplicate-flag": {"args"}, "sglang-backend": {"engine"}}
+          "cudagraph-capture": {"args"}, "duplicate-flag": {"args"}, "sglang-backend": {"engine"},
+          **{rule: {"model"} for rule in ("fit", "fit-context", "fit-capacity", "fit-unknown", "model-mount")},
+          "engine-release": {"docker_image"}}
 
 
 def _unless_dropped(findings: list[Diagnostic], dropped: set[str] | frozenset[str]) -> list[Diagnostic]:

@@ -299,10 +299,23 @@ def test_ps_names_the_unreachable_nodes(deployment: CompiledDeployment):
     assert "Cannot connect to the Docker daemon" in result.ranks[1].status
 
 
-def test_logs_say_which_nodes_gave_none(deployment: CompiledDeployment):
-    streams = actions.LogStreams({"spark1": [sys.executable, "-c", "print('a'); print('b')"],
-                                  "spark2": "error during connect", "spark3": "not started"})
-    assert sorted(streams.lines()) == [("spark1", "a"), ("spark1", "b"), ("spark2", "(no container: error during connect)"),
+def test_logs_say_which_nodes_gave_none(deployment: CompiledDeployment, monkeypatch):
+    """A node that did not answer is unreachable, not a node without a container (issue 43)."""
+    from generator.deploy.backends import base
+    from generator.deploy.docker import Docker
+
+    def containers(self, label, timeout=30.0):
+        if self.context == "spark2":
+            raise failure("unreachable")
+        return [{"ID": "c1", "State": "running"}]
+
+    monkeypatch.setattr(Docker, "containers", containers)
+    commands = base.container_logs(deployment, tuple(deployment.targets), follow=False, tail=None)
+    assert commands["spark2"].startswith("unreachable: context 'spark2' does not answer: Cannot connect"), commands
+    commands["spark1"] = [sys.executable, "-c", "print('a'); print('b')"]
+    commands["spark3"] = "not started"  # a node that answered with no container of the recipe
+    streams = actions.LogStreams(commands)
+    assert sorted(streams.lines()) == [("spark1", "a"), ("spark1", "b"), ("spark2", f"({commands['spark2']})"),
                                        ("spark3", "(no container: not started)")]
     assert streams.failed == ["spark2"]
 

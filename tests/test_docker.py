@@ -101,3 +101,60 @@ def test_bind_source_names_the_missing_path():
     exc = DockerError(["docker", "run"], 1, "", 'Error response from daemon: invalid mount config for type "bind": '
                                                 "bind source path does not exist: /srv/models\n")
     assert bind_source(exc) == "/srv/models"
+
+
+# --- Docker.copy_out: one way to read a file out of a container (issue 41) ---------------------------------------
+
+def _fake_docker(tmp_path: Path, monkeypatch, files: dict[str, bytes], fail: str = "") -> None:
+    """A `docker` on PATH whose `cp CONTAINER:PATH -` writes a tar of the file, as docker's does."""
+    import io
+    import tarfile
+
+    store = tmp_path / "files"
+    store.mkdir()
+    for i, (path, data) in enumerate(files.items()):
+        buffer = io.BytesIO()
+        with tarfile.open(fileobj=buffer, mode="w") as tar:
+            info = tarfile.TarInfo(path.rsplit("/", 1)[-1])
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+        (store / str(i)).write_bytes(buffer.getvalue())
+    table = {path: str(store / str(i)) for i, path in enumerate(files)}
+    script = tmp_path / "bin" / "docker"
+    script.parent.mkdir()
+    script.write_text(f"#!{sys.executable}\nimport sys\nargs = sys.argv[1:]\nsource = args[args.index('cp') + 1]\n"
+                      f"table = {table!r}\npath = source.split(':', 1)[1]\n"
+                      f"if {fail!r} or path not in table:\n"
+                      f"    sys.stderr.write('Error response from daemon: Could not find the file ' + path + "
+                      f"' in container x\\n'); sys.exit(1)\n"
+                      "sys.stdout.buffer.write(open(table[path], 'rb').read())\n")
+    script.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{script.parent}:{os.environ['PATH']}")
+
+
+def test_copy_out_gives_the_files_bytes_and_raises_on_a_missing_one(tmp_path, monkeypatch):
+    from generator.deploy.docker import Docker
+
+    data = bytes(range(256)) * 3
+    _fake_docker(tmp_path, monkeypatch, {"/etc/x.cfg": data})
+    assert Docker("n1").copy_out("c", "/etc/x.cfg") == data
+    with pytest.raises(DockerError):
+        Docker("n1").copy_out("c", "/nope")
+
+
+def test_the_group_record_is_read_whatever_its_keys_order(tmp_path, monkeypatch):
+    """The record was found by a text search for `{"restarts"` in the tar stream: a record written with another
+    key first (or a name holding that text) was lost."""
+    import json
+
+    from generator.deploy.group import read_group
+    from generator.deploy.targets import OnNode
+    from generator.plan.types import GROUP_STATE
+    from generator.resolve.model import Node
+
+    state = {"bound": [5, 1800], "halted": None, "restarts": [{"time": 1.0, "rank": 1, "node": "spark2",
+                                                               "reason": "exit 1", "line": "CUDA error"}]}
+    _fake_docker(tmp_path, monkeypatch, {GROUP_STATE: json.dumps(state).encode()})
+    node = Node(0, "spark1", "10.0.0.1", "spark1", "spark1", "spark", "/home/spark", {})
+    record = read_group(OnNode(node), "c")  # type: ignore[arg-type]
+    assert record is not None and record.restarts == 1 and record.last_node == "spark2", record

@@ -347,3 +347,17 @@ def test_fit_exits_1_only_when_a_rank_cannot_load(cache, tmp_path):
     too_long = run("fit", str(recipe(tmp_path, "Qwen/Qwen3-32B", ["--max-model-len", "262144"], nodes=1,
                                      name="long")), "--cluster", str(CLUSTER))
     assert too_long.exit_code == 0 and "warning[fit-context]" in too_long.stderr
+
+
+@pytest.mark.parametrize("word, share", [("8e-1", 0.8), ("0.75", 0.75), (".5", 0.5)])
+def test_the_gpu_share_is_one_number_for_the_lint_rules_and_fit(tmp_path, cache, word, share):
+    """--gpu-memory-utilization is read as the engine's float() reads it, the same by gpu-memory and by fit
+    (issue 41: two number rules read it before, and `8e-1` was 0.8 to one and the default 0.9 to the other)."""
+    from generator.check.fitreport import fit_report
+    from generator.engines.ranks import memory_fraction
+    from generator.resolve.load import load_cluster, load_recipe
+
+    loaded = load_recipe(recipe(tmp_path, "Qwen/Qwen3-8B", ["--gpu-memory-utilization", word], nodes=1))
+    report = fit_report(loaded, load_cluster(CLUSTER))
+    assert memory_fraction(loaded)[1] == share
+    assert report.settings.utilization == share, report

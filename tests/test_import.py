@@ -605,13 +605,13 @@ _VALUES = [None, 1, 0, -1, 2.5, True, "x", "", "1", "2", [], ["a"], [1], {}, {"a
 @given(data=st.dictionaries(st.sampled_from(_KEYS), st.sampled_from(_VALUES), min_size=1), ray=st.booleans())
 def test_any_file_imports_or_is_refused_with_a_diagnostic_never_a_traceback(tmp_path, data, ray):
     from generator.diagnostics import RecipegenError
-    from generator.importers import ImportOptions, convert
+    from generator.importers import ImportOptions, convert_file
     from generator.importers.writer import render
 
     f = tmp_path / "r.yaml"
     f.write_text(json.dumps(data))
     try:
-        imported = convert(f, ImportOptions(ray=ray))
+        imported = convert_file(f, ImportOptions(ray=ray))[0]
     except RecipegenError as exc:
         assert all(d.file and d.message for d in exc.diagnostics)
         return
@@ -849,3 +849,19 @@ def test_a_backslash_inside_a_word_does_not_continue_the_line(command: str, ends
             split_command(command, fail)
     else:
         assert "--port 1" in split_command(command, fail).args
+
+
+@pytest.mark.parametrize("ray, tp, said", [(False, 2, 'distributed_backend = "mp"'), (False, 1, "one node"),
+                                           (True, 2, None)])
+def test_eugr_s_ray_backend_cut_without_ray_is_said_with_the_reason(project, ray, tp, said):
+    """run-recipe.py cuts `--distributed-executor-backend ray` unless given --ray: the import says so (issue 43)."""
+    f = write(project / "r.yaml", f"recipe_version: '1'\nname: r\ncontainer: i\ndefaults:\n  tensor_parallel: {tp}\n"
+                                  "command: vllm serve a/b -tp {tensor_parallel} --distributed-executor-backend ray\n")
+    result = run("import", "--dry-run", *(["--ray"] if ray else []), str(f))
+    assert result.exit_code == 0, result.output
+    lines = [line for line in result.stderr.splitlines() if "--distributed-executor-backend ray" in line]
+    if said is None:
+        assert lines == [], result.stderr
+    else:
+        assert len(lines) == 1 and "warning[not-carried]: command:" in lines[0] and said in lines[0], result.stderr
+        assert "r.yaml:6:" in lines[0]  # the command's line

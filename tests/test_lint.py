@@ -125,6 +125,7 @@ CASES = [
     Bad("outside-project", ERROR, 9, "docker_image_dir", ("'../../../fixtures/outside-project/ctx'",
                                                           "outside the project"), "bad-image-dir"),
     Bad("build-context", ERROR, 9, "docker_image_dir", ("ctx holds no Dockerfile", "Docker refuses to build it")),
+    Bad("shm-ignored", WARNING, 8, "shm_size", ("shm_size 64g has no effect", "ipc = \"host\"")),
     Bad("build-settings", WARNING, 10, "build_args", ("without `docker_image_dir` builds nothing",
                                                       "the image is pulled")),
     Bad("stack-argument", ERROR, 9, "setup", ("node node1's launcher", "above Linux's 128 KiB per argument")),

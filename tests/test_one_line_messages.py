@@ -53,8 +53,7 @@ def test_unlock_on_a_missing_context_says_what_every_command_says(project, monke
     result = run("unlock", "spark1")
     assert result.exit_code == 1, result.output
     assert result.stderr.splitlines() == [result.stderr.strip()]
-    assert result.stderr.startswith("spark1: FAILED: context 'spark1' does not answer: ")
-    assert "`recipegen contexts --create`" in result.stderr and "docker --context" not in result.stderr
+    assert result.stderr.strip() == "spark1: FAILED: context 'spark1' missing (recipegen contexts --create)"
 
 
 def test_a_symlinked_recipe_folder_is_named_never_built_under_its_targets_id(project):

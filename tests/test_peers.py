@@ -37,13 +37,22 @@ from typing import Iterator
 
 import pytest
 
-from generator.importers import ImportOptions, import_recipe
+from generator.importers import ImportOptions, ImportResult, import_files
 from generator.plan.nodes import plan_recipe
 from generator.plan.types import NodePlan, RecipePlan, shm_bytes
 from generator.resolve.argwords import flag_name
 from generator.resolve.load import load_cluster, load_recipe
 
 PEERS = Path(__file__).resolve().parent / "peers"
+
+
+def import_recipe(path: Path, recipes_dir: Path, recipe_id: str | None, options: ImportOptions,
+                  cluster_file: Path | None = None) -> ImportResult:
+    """One recipe file imported as `recipegen import` imports it (the package's import_files), checked against
+    `cluster_file` when given."""
+    results, _ = import_files([path], recipes_dir, cluster_file or recipes_dir / "no-cluster.toml", recipe_id,
+                              options)
+    return results[0]
 CLUSTER = PEERS / "cluster.toml"
 CASES = sorted(p.name for p in PEERS.iterdir() if (p / "peer.json").is_file())
 IMPORTED = [c for c in CASES if "original" in json.loads((PEERS / c / "peer.json").read_text("utf-8"))]
@@ -386,3 +395,12 @@ def test_published_files_import_into_recipes_validate_and_build_accept(file, tmp
     at = words.index(want["words"][0])
     assert words[at:at + len(want["words"])] == want["words"] and words.count(want["words"][0]) == 1
     assert [n.key for n in result.imported.not_carried if n.key in want["named"]] == want["named"]
+
+
+def test_the_tests_page_counts_the_peer_cases_there_are():
+    """docs/tests.md states the corpus' size; a case added without updating it makes the page wrong."""
+    import re
+
+    page = (PEERS.parent.parent / "docs" / "tests.md").read_text("utf-8")
+    stated = re.search(r"`tests/peers/`: (\d+) cases", page)
+    assert stated is not None and int(stated[1]) == len(CASES), (stated and stated[0], len(CASES))

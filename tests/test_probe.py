@@ -405,3 +405,20 @@ def test_doctors_connector_reports_a_refused_connection_without_nc(tmp_path: Pat
         listening.close()
     assert sorted(done.stdout.splitlines()) == sorted([f"OK 127.0.0.1:{open_port}",
                                                        f"FAIL 127.0.0.1:{closed} [Errno 111] Connection refused"])
+
+
+def test_a_docker_20_10_server_error_is_shown_as_text(monkeypatch):
+    """Docker CLI 20.10's `docker info --format json` exits 0 with ServerErrors, a list of lines ending in \\r\\n:
+    doctor says the text, never a Python list."""
+    from generator.cluster.probe import read
+    from generator.deploy.findings import CONTEXT_UNREACHABLE
+
+    answer = {"ServerErrors": ["error during connect: Get \"http://docker.example/v1.24/info\": ssh: handshake "
+                               "failed\r\n"]}
+    monkeypatch.setattr(read.Docker, "info", lambda self, timeout=10.0: answer)
+    with pytest.raises(read.ProbeError) as raised:
+        read.gather("spark1", timeout=5)
+    message = str(raised.value)
+    assert message == ("context 'spark1' does not answer: error during connect: Get \"http://docker.example/v1.24/"
+                       "info\": ssh: handshake failed"), message
+    assert raised.value.code == CONTEXT_UNREACHABLE

@@ -16,9 +16,9 @@ import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from generator.check.registry import flags
 from generator.engines.memory import GIB, Extra, RankMemory, Settings, kv_per_token, per_rank
 from generator.engines.modelshape import ModelShape, ShapeError, model_shape, text_config
+from generator.engines.ranks import flag_value, last_group, memory_fraction
 from generator.resolve.model import Cluster, NodeChoiceError, Origin, Recipe
 from generator.resolve.modelfiles import ModelFiles, NotFound, find_model, read_path
 
@@ -65,11 +65,9 @@ class FitReport:
 
 
 def _value(recipe: Recipe, key: str) -> tuple[str | None, Origin | None]:
-    flag = _FLAGS[key][0 if recipe.engine == "vllm" else 1]
-    groups = [g for g in flags(recipe) if g.flag == flag]
-    if not groups:
+    group = last_group(recipe, _FLAGS[key][0 if recipe.engine == "vllm" else 1])
+    if group is None:
         return None, None
-    group = groups[-1]
     return (group.values[0] if group.values else ""), group.args[0].origin
 
 
@@ -92,8 +90,8 @@ def settings_of(recipe: Recipe, cluster: Cluster | None, shape: ModelShape) -> t
     gpu = cluster.gpu_memory if cluster else Cluster.gpu_memory
     big = gpu >= 70 * GIB
     vllm = recipe.engine == "vllm"
-    util = _number(_value(recipe, "utilization")[0])
-    if util is None:
+    util = memory_fraction(recipe)[1]  # as the gpu-memory rules read it
+    if util is None or not 0 < util <= 1:  # out of range: gpu-memory-range's error
         util = 0.9 if vllm else (cluster.gpu_memory_ceiling if cluster else 0.9)
     text, length_origin = _value(recipe, "length")
     length = _number(text)
@@ -115,24 +113,22 @@ def settings_of(recipe: Recipe, cluster: Cluster | None, shape: ModelShape) -> t
 def _kv_memory(recipe: Recipe) -> str | None:
     if recipe.engine != "vllm":
         return None
-    groups = [g for g in flags(recipe) if g.flag == "--kv-cache-memory-bytes"]
-    return groups[-1].values[0] if groups and groups[-1].values else None
+    return flag_value(recipe, "--kv-cache-memory-bytes")
 
 
 def _speculative(recipe: Recipe) -> dict[str, object] | None:
-    groups = [g for g in flags(recipe) if g.flag == "--speculative-config"]
-    if not groups or not groups[-1].values:
+    text = flag_value(recipe, "--speculative-config")
+    if text is None:
         return None
     try:
-        config = json.loads(groups[-1].values[0])
+        config = json.loads(text)
     except ValueError:
         return None  # bad-json reports it
     return config if isinstance(config, dict) else None
 
 
 def _revision(recipe: Recipe) -> str | None:
-    groups = [g for g in flags(recipe) if g.flag == "--revision"]
-    return groups[-1].values[0] if groups and groups[-1].values else None
+    return flag_value(recipe, "--revision")
 
 
 def _extras(recipe: Recipe, shape: ModelShape, scale: float, settings: Settings) -> tuple[list[Extra], list[str]]:

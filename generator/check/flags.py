@@ -10,7 +10,7 @@ import math
 from typing import TYPE_CHECKING
 
 from generator.check.registry import ERROR, WARNING, Findings, flags, rule
-from generator.engines.ranks import OWNED_FLAGS
+from generator.engines.ranks import OWNED_FLAGS, port_problem
 from generator.resolve.argwords import json_problem
 from generator.resolve.model import Cluster, FlagGroup, Recipe
 
@@ -157,11 +157,17 @@ def _unknown_flag(recipe: Recipe, cluster: Cluster | None) -> Findings:
 def _flag_value(recipe: Recipe, cluster: Cluster | None) -> Findings:
     from generator.engines import flags as engineflags
 
+    # `--port` whatever the entrypoint and release: the router, the healthcheck and the watch read it too.
+    for port in (g for g in flags(recipe) if g.flag == "--port" and g.values):
+        problem = port_problem(port.values[0])
+        if problem:
+            yield port.args[0].origin, "args", f"'{port.flag}' {problem}"
     release, checked = engine_flag_groups(recipe)
     if release is None:
         return
     for group, found in checked:
-        if found.spec is None or (not release.exact and not engineflags.same_type_everywhere(release, found.spec)):
+        if group.flag == "--port" or found.spec is None or (
+                not release.exact and not engineflags.same_type_everywhere(release, found.spec)):
             continue
         problem = engineflags.value_problem(found.spec, group.values, sure_of_choices=release.exact)
         if problem:

@@ -34,7 +34,7 @@ def _carried(recipe: Recipe) -> int:
 
 def mods_carried(mods: Iterable[tuple[str, str, tuple[ModFile, ...]]]) -> int:
     """_carried's share of the mods, each given as (name, source as the recipe names it, files)."""
-    return sum(_PER_MOD + sum(len(f.data) + len(source.encode("utf-8")) + _PER_FILE
+    return sum(_PER_MOD + sum(f.size + len(source.encode("utf-8")) + _PER_FILE
                               + 4 * len(f"{MODS_DIR}/{name}/{f.path}") for f in files) for name, source, files in mods)
 
 

@@ -8,8 +8,8 @@ import posixpath
 from generator.check.registry import ERROR, WARNING, Findings, rule
 from generator.engines.ranks import draft_models
 from generator.engines.written import Written, written_paths
-from generator.resolve.model import (HF_CACHE_IN_CONTAINER, Cluster, ContainerOptions, Mount, Origin, Recipe,
-                                     container_target)
+from generator.resolve.model import (DEFAULT, HF_CACHE_IN_CONTAINER, Cluster, ContainerOptions, Mount, Origin,
+                                     Recipe, container_target)
 from generator.resolve.modelid import read_model
 
 
@@ -104,8 +104,20 @@ def _container_user(recipe: Recipe, cluster: Cluster | None) -> Findings:
                             "write the numeric UID[:GID] (`docker run --rm IMAGE id USER` shows it)")
     for mod in recipe.mods:
         for file in mod.files:
-            if not file.text:
+            if not file.size:
                 yield (mod.origin, "mods",
                        f"mod '{mod.source}': {file.path} is empty, so the launcher creates it (Compose copies no "
                        f"empty config), in a folder Docker makes as root: as container_user '{user}' it cannot; "
                        "give the file content (a comment), or run as root")
+
+
+@rule("shm-ignored", WARNING, "`shm_size` with `ipc = \"host\"`: the container uses the node's /dev/shm, and Docker "
+                              "ignores the size", needs_cluster=True)
+def _shm_ignored(recipe: Recipe, cluster: Cluster | None) -> Findings:
+    ipc = recipe.container.get("ipc", cluster.container.ipc if cluster else None)
+    written = recipe.origins.get("shm_size")
+    if ipc == "host" and written is not None and written is not DEFAULT:
+        where = "the recipe's" if "ipc" in recipe.container else "the cluster's"
+        yield (written, "shm_size", f"shm_size {recipe.shm_size} has no effect: with {where} ipc = \"host\" the "
+                                    "container shares the node's /dev/shm, whose size the node sets; drop shm_size, "
+                                    "or use ipc = \"private\" for a /dev/shm of this size")

@@ -6,13 +6,9 @@ from __future__ import annotations
 
 import json
 
-from generator.check.registry import ERROR, WARNING, Findings, flags, rule
+from generator.check.registry import ERROR, WARNING, Findings, rule
+from generator.engines.ranks import last_group, memory_fraction
 from generator.resolve.model import Cluster, FlagGroup, NodeChoiceError, Recipe
-
-
-def _last(recipe: Recipe, flag: str) -> FlagGroup | None:
-    groups = [g for g in flags(recipe) if g.flag == flag]
-    return groups[-1] if groups else None
 
 
 def _number(group: FlagGroup | None) -> float | None:
@@ -31,7 +27,7 @@ DATA_PARALLEL_FLAGS = {"vllm": ("--data-parallel-size", "-dp"), "sglang": ("--dp
 def _parallel_size(recipe: Recipe, cluster: Cluster | None) -> Findings:
     gpus_per_node = cluster.gpus_per_node if cluster else 1
     world = recipe.tensor_parallel_size * recipe.pipeline_parallel_size
-    dp_group = next((g for g in reversed(flags(recipe)) if g.flag in DATA_PARALLEL_FLAGS[recipe.engine]), None)
+    dp_group = last_group(recipe, *DATA_PARALLEL_FLAGS[recipe.engine])
     dp = _number(dp_group)
     if dp is not None and dp >= 1 and dp == int(dp):
         world *= int(dp)
@@ -72,9 +68,9 @@ def _cudagraph_capture(recipe: Recipe, cluster: Cluster | None) -> Findings:
     # max_num_seqs x (k+1) tokens and its default capture size is min(max_num_seqs x (k+1) x 2, 512), capped by
     # max_num_batched_tokens. A smaller capture size runs the fullest decode steps without graphs. The seed
     # recipe (deepseek-v4-flash-eugr-agent) states the rule as "max_num_seqs x (k+1) = 6 x 6 = 36".
-    spec = _last(recipe, "--speculative-config")
-    capture = _last(recipe, "--max-cudagraph-capture-size")
-    seqs = _last(recipe, "--max-num-seqs")
+    spec = last_group(recipe, "--speculative-config")
+    capture = last_group(recipe, "--max-cudagraph-capture-size")
+    seqs = last_group(recipe, "--max-num-seqs")
     if not (spec and spec.values and capture and seqs):
         return
     try:
@@ -89,15 +85,10 @@ def _cudagraph_capture(recipe: Recipe, cluster: Cluster | None) -> Findings:
                f"{seqs.values[0]} x {k + 1} = {want} with num_speculative_tokens = {k}")
 
 
-def _memory_fraction(recipe: Recipe) -> tuple[FlagGroup | None, float | None]:
-    group = _last(recipe, "--gpu-memory-utilization") or _last(recipe, "--mem-fraction-static")
-    return group, _number(group)
-
-
 @rule("gpu-memory", WARNING, "--gpu-memory-utilization above the cluster's ceiling (unified memory)",
       needs_cluster=True)
 def _gpu_memory(recipe: Recipe, cluster: Cluster | None) -> Findings:
-    group, value = _memory_fraction(recipe)
+    group, value = memory_fraction(recipe)
     ceiling = cluster.gpu_memory_ceiling if cluster else 0.9
     if group is not None and value is not None and ceiling < value <= 1:
         yield (group.args[0].origin, "args",
@@ -108,7 +99,7 @@ def _gpu_memory(recipe: Recipe, cluster: Cluster | None) -> Findings:
 
 @rule("gpu-memory-range", ERROR, "--gpu-memory-utilization / --mem-fraction-static outside (0, 1]")
 def _gpu_memory_range(recipe: Recipe, cluster: Cluster | None) -> Findings:
-    group, value = _memory_fraction(recipe)
+    group, value = memory_fraction(recipe)
     if group is not None and value is not None and not 0 < value <= 1:
         yield (group.args[0].origin, "args",
                f"{group.flag} {group.values[0]} is a fraction of the GPU's memory: the engine refuses values "

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from generator.check.registry import ERROR, Findings, rule
 from generator.diagnostics import Diagnostic
+from generator.engines.ranks import last_group, port_number
 from generator.read.schemas import schema
 from generator.read.tomldoc import TomlDocument
 from generator.resolve.model import ENGINE_DEFAULT_PORT, Cluster, Origin, Recipe
@@ -32,15 +33,12 @@ class Listener:
 
 def _api_port(recipe: Recipe) -> tuple[int, Origin, str] | None:
     """The engine's API port, where it was given (`--port`, else the engine's default, at `engine`)."""
-    given = None
-    for group in recipe.flag_groups:
-        if group.flag == "--port" and group.values:
-            given = group
+    given = last_group(recipe, "--port")
     if given is None:
         return ENGINE_DEFAULT_PORT[recipe.engine], recipe.origins.get("engine", recipe.document.origin("recipe", ())), \
             "engine"
-    value = given.values[0]
-    return (int(value), given.args[0].origin, "args") if value.isdigit() else None  # flag-value judges the rest
+    port = port_number(given.values[0]) if given.values else None
+    return (port, given.args[0].origin, "args") if port is not None else None  # flag-value judges the rest
 
 
 def head_listeners(recipe: Recipe, cluster: Cluster) -> list[Listener]:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from generator.check.ports import CLUSTER_PORTS
 from generator.diagnostics import Diagnostic, Severity
-from generator.engines.ranks import flag_value, serve_port, served_names
+from generator.engines.ranks import flag_value, last_group, serve_port, served_names
 from generator.resolve.model import Cluster, NodeChoiceError, Origin, Recipe
 
 # What a name may hold to sit in single quotes in haproxy.cfg and in the JSON the router returns as it is.
@@ -71,9 +71,8 @@ def router_findings(recipes: list[Recipe], cluster: Cluster, complete: bool = Tr
             found.append(doc.diagnostic(port_key, f"the router's port {router.port} is also the API port of "
                                                   f"'{recipe.id}', whose head runs on router node '{head.name}'",
                                         rule="port-collision"))
-        hosts = [g for g in recipe.flag_groups if g.flag == "--host" and g.values]  # the last one counts
-        host = hosts[-1] if hosts else None
-        if host is not None and host.values[0] in LOOPBACK:
+        host = last_group(recipe, "--host")  # the last one counts
+        if host is not None and host.values and host.values[0] in LOOPBACK:
             found.append(_at(host.args[0].origin, "args", f"--host {host.values[0]}: the router reaches "
                                                           f"'{recipe.id}' at its head's fabric address "
                                                           f"{head.address}, which a loopback-only head does not "

@@ -158,8 +158,7 @@ def unlock(nodes: tuple[str, ...], cluster_path: Path | None, force: bool) -> No
     """Break the lock a recipegen command left on NODES (default: every node of the cluster) when it died without
     letting go (SIGKILL, a lost machine). Only a stale lock is broken (its process on this host is gone, or it
     outlived its own bound) unless --force: a lock held by a command still working elsewhere stays."""
-    from generator.deploy.contexts import context_finding
-    from generator.deploy.docker import DockerError, reason
+    from generator.deploy.docker import node_reason
     from generator.deploy.lock import break_lock, locks
     from generator.deploy.targets import OnNode
 
@@ -175,8 +174,7 @@ def unlock(nodes: tuple[str, ...], cluster_path: Path | None, force: bool) -> No
             click.echo(f"{target.name}: not held")
         elif isinstance(holder, Exception):  # the line every command gives for a node it cannot reach
             failed = True
-            said = context_finding(target.name, target.node.context, holder).message \
-                if isinstance(holder, DockerError) else reason(holder)
+            said = node_reason(target.node.context, holder)
             click.echo(f"{target.name}: FAILED: {said}", err=True)
         elif holder.stale or force:
             break_lock(target, holder)

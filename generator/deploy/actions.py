@@ -7,7 +7,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
-from generator.deploy.backends.base import NOT_STARTED, Backend, Outcome, RankState, Removal, container_logs
+from generator.deploy.backends.base import NOT_STARTED, UNREACHABLE, Backend, Outcome, RankState, Removal, container_logs
 from generator.deploy.docker import merged_lines, output_of
 from generator.deploy.findings import Finding, errors
 from generator.deploy.group import GroupRecord
@@ -155,8 +155,8 @@ class LogStreams:
     def lines(self) -> Iterator[tuple[str, str]]:
         """(node, line) as they arrive; a node without a log says why, once."""
         for name, command in self.commands.items():
-            if isinstance(command, str):
-                yield name, f"(no container: {command})"
+            if isinstance(command, str):  # "unreachable: why" (the node did not answer), else why no container
+                yield name, f"({command})" if command.startswith(UNREACHABLE) else f"(no container: {command})"
         yield from merged_lines({n: c for n, c in self.commands.items() if isinstance(c, list)})
 
 

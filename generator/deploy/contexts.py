@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from generator.deploy import findings as codes
-from generator.deploy.docker import Docker, DockerError, Failure
+from generator.deploy.docker import MISSING_CONTEXT, Docker, DockerError, Failure
 from generator.deploy.findings import Finding, Severity
 from generator.deploy.targets import each
 from generator.resolve.model import Cluster, Node
@@ -50,7 +50,7 @@ def check_contexts(cluster: Cluster, create: bool) -> list[ContextRow]:
 
     def probe(node: Node) -> ContextRow:
         if node.context not in known:
-            return ContextRow(node.name, node.context, None, "missing (recipegen contexts --create)", False)
+            return ContextRow(node.name, node.context, None, MISSING_CONTEXT, False)
         try:
             version = Docker(node.context).server_version()
             return ContextRow(node.name, node.context, known[node.context], f"yes (engine {version})", True)

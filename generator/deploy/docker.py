@@ -9,10 +9,12 @@ and adds 140 ms of imports (pydantic).
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import queue
 import subprocess
+import tarfile
 import threading
 from dataclasses import dataclass
 from typing import IO, Iterator
@@ -43,6 +45,19 @@ class Docker:
     def run(self, *args: str, timeout: float = DEFAULT_TIMEOUT, input: bytes | None = None,
             env: dict[str, str] | None = None) -> str:
         return run_command(self.command(*args), timeout, input, env)
+
+    def copy_out(self, container: str, path: str, timeout: float = 30) -> bytes | None:
+        """The file at `path` in `container` (running or stopped), by `docker cp` to a tar stream: no tool needed
+        inside the image. None when the path is not a regular file; DockerError when docker cannot copy it
+        (no such container or path, the node unreachable)."""
+        stream = _run_bytes(self.command("cp", f"{container}:{path}", "-"), timeout, None, None)
+        try:
+            with tarfile.open(fileobj=io.BytesIO(stream)) as tar:
+                member = tar.next()
+                handle = tar.extractfile(member) if member is not None and member.isfile() else None
+                return handle.read() if handle is not None else None
+        except tarfile.TarError:
+            return None
 
     def json(self, *args: str, timeout: float = DEFAULT_TIMEOUT) -> object:
         return json.loads(self.run(*args, timeout=timeout) or "null")
@@ -106,6 +121,10 @@ class Docker:
 
 def run_command(cmd: list[str], timeout: float = DEFAULT_TIMEOUT, input: bytes | None = None,
                 env: dict[str, str] | None = None) -> str:
+    return _text(_run_bytes(cmd, timeout, input, env))
+
+
+def _run_bytes(cmd: list[str], timeout: float, input: bytes | None, env: dict[str, str] | None) -> bytes:
     try:
         done = subprocess.run(cmd, capture_output=True, timeout=timeout, input=input,
                               env={**os.environ, **(env or {})})
@@ -115,7 +134,7 @@ def run_command(cmd: list[str], timeout: float = DEFAULT_TIMEOUT, input: bytes |
         raise DockerError(cmd, 127, "", "the docker CLI is not installed", Failure.NO_CLI) from None
     if done.returncode != 0:
         raise DockerError(cmd, done.returncode, _text(done.stdout), _text(done.stderr))
-    return _text(done.stdout)
+    return done.stdout
 
 
 def output_of(cmd: list[str], timeout: float = 15) -> str:
@@ -220,6 +239,17 @@ def _text(data: bytes | str | None) -> str:
     if data is None:
         return ""
     return data.decode("utf-8", errors="replace") if isinstance(data, bytes) else data
+
+
+MISSING_CONTEXT = "missing (recipegen contexts --create)"  # as `contexts` and `ps` say it
+
+
+def node_reason(context: str, exc: BaseException) -> str:
+    """Why a node gave no answer, as `contexts` says it: a context that does not exist is "missing", with the
+    command that makes it; anything else is docker's own line (reason)."""
+    if isinstance(exc, DockerError) and exc.failure is Failure.NO_CONTEXT:
+        return f"context '{context}' {MISSING_CONTEXT}"
+    return f"context '{context}' does not answer: {exc.short}" if isinstance(exc, DockerError) else reason(exc)
 
 
 def reason(exc: BaseException) -> str:

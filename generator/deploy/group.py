@@ -68,14 +68,11 @@ def read_group(target: Target, container: str) -> GroupRecord | None:
     """The record in `container` on target's node; None when there is none (no restart yet, no watch, no
     container)."""
     try:
-        tar = target.docker.run("cp", f"{container}:{GROUP_STATE}", "-", timeout=20)
+        text = target.docker.copy_out(container, GROUP_STATE, timeout=20)
     except DockerError:
         return None
-    start = tar.find('{"restarts"')  # the file's JSON inside cp's tar stream (ASCII: json.dump escapes the rest)
-    if start < 0:
-        return None
     try:
-        data, _ = json.JSONDecoder().raw_decode(tar[start:])
+        data = json.loads(text) if text is not None else None
     except ValueError:
         return None
     return GroupRecord.from_state(data) if isinstance(data, dict) else None

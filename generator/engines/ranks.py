@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from generator.engines import rayoptions
 from generator.resolve.argwords import merge_args
-from generator.resolve.model import ENGINE_DEFAULT_PORT, Arg, Cluster, Node, Origin, Recipe
+from generator.resolve.model import ENGINE_DEFAULT_PORT, Arg, Cluster, FlagGroup, Node, Origin, Recipe
 
 # Flags the compiler writes itself (all spellings the engine accepts); a recipe setting one is an error.
 OWNED_FLAGS = {
@@ -63,18 +63,62 @@ class RankCommand:
     ray_worker: tuple[str, int] | None = None
 
 
-def flag_value(recipe: Recipe, *names: str) -> str | None:
-    """The (last) value of a flag in the recipe's args, e.g. `--port`."""
+def last_group(recipe: Recipe, *names: str) -> FlagGroup | None:
+    """The last of the recipe's flags spelt one of `names`: the one argparse keeps."""
     found = None
     for group in recipe.flag_groups:
-        if group.flag in names and group.values:
-            found = group.values[0]
+        if group.flag in names:
+            found = group
     return found
 
 
+def flag_value(recipe: Recipe, *names: str) -> str | None:
+    """The value of the last flag spelt one of `names`, e.g. `--port` (None: not given, or given no value)."""
+    group = last_group(recipe, *names)
+    return group.values[0] if group is not None and group.values else None
+
+
+MEMORY_FRACTION = {"vllm": "--gpu-memory-utilization", "sglang": "--mem-fraction-static"}
+
+
+def memory_fraction(recipe: Recipe) -> tuple[FlagGroup | None, float | None]:
+    """The engine's share of the GPU's memory flag and its number as the engine reads it (argparse's
+    `type=float`: `0.9`, `9e-1`, also `nan`, which its range check refuses); None where float() refuses the word
+    (flag-value's finding) or the flag is not given."""
+    group = last_group(recipe, MEMORY_FRACTION[recipe.engine])
+    try:
+        return group, float(group.values[0]) if group is not None and group.values else None
+    except ValueError:
+        return group, None
+
+
+def port_number(word: str) -> int | None:
+    """A port as the engines read one (argparse's `type=int`, so Python's int(): `+4000`, ` 4000` and `9_000` are
+    numbers, `²` is not although str.isdigit() says so), or None when it is no number from 1 to 65535."""
+    try:
+        number = int(word)
+    except ValueError:  # also a string of more than 4300 digits
+        return None
+    return number if 1 <= number <= 65535 else None
+
+
+def port_problem(word: str) -> str | None:
+    """Why the engine, or the socket it binds, refuses `word` as a port (flag-value's finding), or None."""
+    if port_number(word) is not None:
+        return None
+    try:
+        int(word)
+    except ValueError:
+        return f"takes a port number, not '{word[:40]}'"
+    return f"'{word[:40]}' is not a port: a port is a number from 1 to 65535"
+
+
 def serve_port(recipe: Recipe) -> int:
+    """The engine's API port: its last `--port`, else the engine's default (a bad `--port` is flag-value's error,
+    which stops the build before anything reads this)."""
     value = flag_value(recipe, "--port")
-    return int(value) if value and value.isdigit() else ENGINE_DEFAULT_PORT[recipe.engine]
+    number = port_number(value) if value is not None else None
+    return number if number is not None else ENGINE_DEFAULT_PORT[recipe.engine]
 
 
 def served_model_name(recipe: Recipe) -> str:

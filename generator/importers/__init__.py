@@ -51,11 +51,7 @@ def recipe_id_from(stem: str) -> str:
     return re.sub(r"[^a-z0-9_-]+", "-", stem.lower()).strip("-_") or "imported"
 
 
-def convert(path: Path, options: ImportOptions) -> ImportedRecipe:
-    return _convert(path, options)[0]
-
-
-def _convert(path: Path, options: ImportOptions) -> tuple[ImportedRecipe, str]:
+def convert_file(path: Path, options: ImportOptions) -> tuple[ImportedRecipe, str]:
     """The import and its recipe TOML, which holds no secret and is a recipe the schema accepts."""
     doc = read(path)
     for importer in IMPORTERS:
@@ -79,7 +75,7 @@ def _prepare(path: Path, rid: str, recipes_dir: Path, options: ImportOptions, fo
     if not RECIPE_ID.fullmatch(rid):
         raise RecipegenError(Diagnostic(display_path(path), None, None, "--id",
                                         f"'{rid}' is not a recipe id (lower-case letters, digits, '_' and '-')"))
-    imported, text = _convert(path, options)
+    imported, text = convert_file(path, options)
     refuse_unbuildable(read(path), imported, text, rid, recipes_dir.parent, cluster_file)
     folder = recipes_dir / rid
     if not dry_run and path.resolve().is_relative_to(folder.resolve()):  # --force would delete the file itself
@@ -103,15 +99,6 @@ def _refuse_invalid(doc: YamlFile, imported: ImportedRecipe, text: str) -> None:
     source = sources.get(f"{table}.{name.split('.')[0]}") or sources.get(table, "")
     raise doc.error(peer_key(doc, key or "recipe_version", source),
                     f"the recipe's `{key}` would be invalid: {error.message}")
-
-
-def import_recipe(path: Path, recipes_dir: Path, recipe_id: str | None, options: ImportOptions,
-                  force: bool = False, dry_run: bool = False, cluster_file: Path | None = None) -> ImportResult:
-    result = _prepare(path, recipe_id or recipe_id_from(path.stem), recipes_dir, options, force, dry_run,
-                      cluster_file)
-    if result.written:
-        write_recipes([(result.folder, result.text, result.imported)], force)
-    return result
 
 
 def import_files(files: list[Path], recipes_dir: Path, cluster_target: Path, recipe_id: str | None,

@@ -81,6 +81,18 @@ def scalar_default(doc: YamlFile, name: str, value: object) -> None:
                                             "command needs (a string)")
 
 
+def launcher_env(env: list[EnvVar], added: list[tuple[str, str, str]]) -> list[EnvVar]:
+    """The (name, value, source) a peer's launcher sets in every container, each where the recipe's own env (or
+    the command's, or an earlier one of these) does not set it: the launcher's defaults yield to the recipe."""
+    have = {e.name for e in env}
+    found = []
+    for name, value, source in added:
+        if name not in have:
+            found.append(EnvVar(name, value, source))
+            have.add(name)
+    return found
+
+
 def no_model(doc: YamlFile) -> NotCarried:
     return NotCarried("command", doc.line("command"), "names no model: the engine would serve its default one; "
                                                       "the recipe serves `model`")

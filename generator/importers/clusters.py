@@ -21,6 +21,7 @@ from typing import Callable
 from generator.check.secrets import secret_env
 from generator.cluster.probe.write import write_atomic
 from generator.diagnostics import Diagnostic, RecipegenError, display_path
+from generator.engines.ranks import port_number
 from generator.importers.base import EnvVar, Field, NotCarried
 from generator.importers.writer import comment, entry, schema_error
 from generator.importers.yamlfile import YamlFile, read, read_text
@@ -108,11 +109,11 @@ def _eugr_env(path: Path) -> tuple[ImportedCluster, Callable[[str, str], Recipeg
         raise fail("CLUSTER_NODES", "no CLUSTER_NODES: the .env names no nodes (eugr's --discover writes them)")
     fields: list[Field] = [Field("name", _stem(path), f"{src}: the file's folder")]
     if "MASTER_PORT" in values:
-        port = values["MASTER_PORT"][0]
-        if not port.isdigit() or not 1 <= int(port) <= 65535:
-            raise fail("MASTER_PORT", f"{port!r} is not a port number (1 to 65535)")
-        fields.append(Field("master_port", int(port), f"{src}: MASTER_PORT"))
-        fields.append(Field("ray_port", int(port), f"{src}: MASTER_PORT (launch-cluster.sh's start_ray_head "
+        port = port_number(values["MASTER_PORT"][0])
+        if port is None:
+            raise fail("MASTER_PORT", f"{values['MASTER_PORT'][0]!r} is not a port number (1 to 65535)")
+        fields.append(Field("master_port", port, f"{src}: MASTER_PORT"))
+        fields.append(Field("ray_port", port, f"{src}: MASTER_PORT (launch-cluster.sh's start_ray_head "
                                                    f"--port: one port for Ray's head and torch's rendezvous)"))
     env: list[EnvVar] = []
     pass_env: list[str] = []

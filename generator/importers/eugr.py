@@ -24,9 +24,9 @@ import string
 from typing import Any
 
 from generator.check.secrets import secret_env
-from generator.importers.base import (EnvVar, Field, ImportedRecipe, ImportOptions, NotCarried, no_model,
-                                      parallel_size, scalar_default)
-from generator.importers.command import split_command
+from generator.importers.base import (EnvVar, Field, ImportedRecipe, ImportOptions, NotCarried, launcher_env,
+                                      no_model, parallel_size, scalar_default)
+from generator.importers.command import Command, split_command, tidy
 from generator.importers.modsearch import find_mods, mods_fields
 from generator.importers.passenv import split_secrets
 from generator.importers.yamlfile import YamlFile
@@ -58,100 +58,129 @@ class EugrImporter:
         return str(doc.data.get("recipe_version")) == "1"
 
     def convert(self, doc: YamlFile, options: ImportOptions) -> ImportedRecipe:
-        data = doc.data
-        for key in ("name", "container", "command"):
-            if not isinstance(data.get(key), str) or not data[key].strip():
-                raise doc.error(key, "required by run-recipe.py: a non-empty string")
-        defaults = data.get("defaults") or {}
-        env_in = data.get("env") or {}
-        for key, value in (("defaults", defaults), ("env", env_in)):
-            if not isinstance(value, dict):
-                raise doc.error(key, f"must be a mapping, not {type(value).__name__}")
+        defaults, env_in = _checked_keys(doc)
         solo = _node_count(doc, defaults) == 1  # run-recipe.py: --solo, or a single node configured
         ray = options.ray and not solo
-        # run-recipe.py's solo rule: the override tensor_parallel=1 (unless --tp is given) over the defaults
-        params = {**defaults, **({"tensor_parallel": 1} if solo else {})}
-        for name, value in params.items():  # the values format() fills in, the solo override included
-            if name in _placeholders(data["command"]):
-                scalar_default(doc, str(name), value)
-        try:
-            command = data["command"].format(**params)
-        except KeyError as exc:
-            raise doc.error("command", f"placeholder {exc} has no value in defaults (run-recipe.py stops "
-                                       f"with 'Missing parameter')") from None
-        except IndexError:  # `{0}` or `{}`: format(**params) has no positional values
-            raise doc.error("command", "a positional placeholder (`{}` or `{0}`): run-recipe.py fills only named "
-                                       "ones from defaults (`{port}`); name it, or write {{ }} for literal "
-                                       "braces") from None
-        except (ValueError, AttributeError, TypeError) as exc:
-            raise doc.error("command", f"Python str.format refuses the template: {exc} (write {{{{ and }}}} "
-                                       f"for literal braces)") from None
-        if not ray:
-            command = _BACKEND.sub("", command)
-            command = "\n".join(line for line in command.split("\n") if line.strip() not in ("", "\\"))
-        command = command.rstrip()
-        if command.endswith("\\"):
-            command = command.rstrip("\\\n").rstrip()
-        src = f"{doc.name}: command"
+        command = _rendered(doc, defaults, solo, ray)
         cmd = split_command(command.strip(), lambda m: doc.error("command", m), vllm_wrapper=True)
-        if cmd.engine != "vllm":
-            raise doc.error("command", "eugr's launcher runs vLLM; this command starts "
-                                       + " ".join(cmd.entrypoint))
-        if cmd.model is None and not isinstance(data.get("model"), str):
-            raise doc.error("command", "names no model (`vllm serve <model>`) and the recipe has no `model`")
-        sizes = (cmd.tensor_parallel or 1) * (cmd.pipeline_parallel or 1) * _data_parallel(command)
-        if solo and sizes > 1:
-            raise doc.error("command", f"runs solo (one node), but the command fixes tensor x pipeline x data "
-                                       f"parallel {sizes} where run-recipe.py's solo rule sets only "
-                                       f"{{tensor_parallel}} to 1: vLLM would want {sizes} GPUs on one node")
-        # launch-cluster.sh keeps tp x pp x dp of the nodes (parse_parallelism_from_text), else the defaults'
-        nodes = 1 if solo else (sizes if cmd.tensor_parallel or cmd.pipeline_parallel else _node_count(doc, defaults))
-        if doc.data.get("cluster_only"):
-            nodes = max(nodes, 2)
+        nodes = _nodes(doc, defaults, cmd, command, solo)
         how = "with Ray (--ray)" if ray else ("solo" if nodes == 1 else "without Ray (run-recipe.py's default)")
-        wrapped = ("" if cmd.entrypoint == ("vllm", "serve") else
-                   ": vLLM behind the image's own program, as eugr's launcher runs any command")
-        fields = [Field("engine", "vllm", f"{src} ({' '.join(cmd.entrypoint)}{wrapped})"),
-                  Field("name", data["name"], f"{doc.name}: name"),
-                  *([Field("description", str(data["description"]), f"{doc.name}: description")]
-                    if data.get("description") else []),
-                  Field("docker_image", data["container"], f"{doc.name}: container"),
-                  Field("model", cmd.model or data["model"], f"{doc.name}: model" if cmd.model is None else
-                        f"{src} (its model word{', as model says' if cmd.model == data.get('model') else ''})"),
-                  Field("required_nodes", nodes, f"{doc.name}: " + (
-                        "solo (run-recipe.py's solo rule: tensor_parallel 1)" if solo else
-                        "the command's tensor x pipeline x data parallel (launch-cluster.sh keeps that many nodes)"
-                        if cmd.tensor_parallel or cmd.pipeline_parallel else
-                        "defaults tensor_parallel x pipeline_parallel")
-                        + "".join(f", {k} {str(data[k]).lower()}" for k in ("solo_only", "cluster_only") if k in data)),
-                  parallel_size("tensor_parallel_size", cmd.tensor_parallel, src, "tensor"),
-                  parallel_size("pipeline_parallel_size", cmd.pipeline_parallel, src, "pipeline")]
-        if nodes > 1:
-            fields.append(Field("distributed_backend", "ray" if ray else "mp", f"eugr's launcher, {how}"))
-        fields.append(Field("entrypoint", list(cmd.entrypoint), src))
-        fields.append(Field("extra_mounts", [{"host": h, "container": c} for h, c in _CACHES],
-                            "launch-cluster.sh mounts its cache folders (--no-cache-dirs leaves them out)"))
-        mods = find_mods(doc, data.get("mods"), options.mods_dirs)
+        fields = _fields(doc, cmd, nodes, solo, ray, how)
+        mods = find_mods(doc, doc.data.get("mods"), options.mods_dirs)
         fields += mods_fields(mods, f"{doc.name}: mods")
         if ray:
             fields.append(Field("ray_args", list(_RAY_ARGS), "launch-cluster.sh's `ray start` (the head-only "
                                                             "--include-dashboard=false goes to the head alone)"))
         if cmd.args.strip():
-            fields.append(Field("args", [cmd.args], f"{src}, formatted over defaults"))
-        env = [EnvVar(str(k), str(v), f"{doc.name}: env.{k}") for k, v in env_in.items()]
-        env += [EnvVar(k, v, f"{src}: set before `vllm serve`") for k, v in cmd.env]
-        env += [EnvVar(k, v, "launch-cluster.sh sets it in every container")
-                for k, v in _LAUNCHER_ENV.items() if k not in {e.name for e in env}]
-        env += [EnvVar(k, v, "launch-cluster.sh's get_env_flags sets it in every container, solo too, Ray or not")
-                for k, v in _RAY_ENV.items() if k not in {e.name for e in env}]
-        env, secret_fields, secret_notes = split_secrets(doc, env)
+            fields.append(Field("args", [cmd.args], f"{doc.name}: command, formatted over defaults"))
+        env, secret_fields, notes = split_secrets(doc, _env(doc, env_in, cmd))
         fields += secret_fields
         if cmd.model is None:
-            secret_notes.append(no_model(doc))
-        return ImportedRecipe(doc.path, self.peer, tuple(fields), tuple(env), mods,
-                              tuple(_not_carried(doc, env_in, cmd.wiring) + secret_notes),
+            notes.append(no_model(doc))
+        notes = _not_carried(doc, env_in, cmd.wiring) + _backend_dropped(doc, ray, nodes) + notes
+        return ImportedRecipe(doc.path, self.peer, tuple(fields), tuple(env), mods, tuple(notes),
                               notes=(f"as eugr/spark-vllm-docker @{EUGR_COMMIT[:8]} (mainline: run-recipe.py, "
                                      f"launch-cluster.sh) runs it {how} on {nodes} node(s)",))
+
+
+def _checked_keys(doc: YamlFile) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The keys run-recipe.py requires, checked; the `defaults` and `env` mappings."""
+    for key in ("name", "container", "command"):
+        if not isinstance(doc.data.get(key), str) or not doc.data[key].strip():
+            raise doc.error(key, "required by run-recipe.py: a non-empty string")
+    defaults = doc.data.get("defaults") or {}
+    env_in = doc.data.get("env") or {}
+    for key, value in (("defaults", defaults), ("env", env_in)):
+        if not isinstance(value, dict):
+            raise doc.error(key, f"must be a mapping, not {type(value).__name__}")
+    return defaults, env_in
+
+
+def _rendered(doc: YamlFile, defaults: dict[str, Any], solo: bool, ray: bool) -> str:
+    """The command as run-recipe.py's generate_launch_script renders it: `command.format(**params)`, then without
+    Ray the backend flag cut out (and the lines left empty dropped), and no trailing continuation."""
+    # run-recipe.py's solo rule: the override tensor_parallel=1 (unless --tp is given) over the defaults
+    params = {**defaults, **({"tensor_parallel": 1} if solo else {})}
+    template = doc.data["command"]
+    for name, value in params.items():  # the values format() fills in, the solo override included
+        if name in _placeholders(template):
+            scalar_default(doc, str(name), value)
+    try:
+        command = template.format(**params)
+    except KeyError as exc:
+        raise doc.error("command", f"placeholder {exc} has no value in defaults (run-recipe.py stops "
+                                   f"with 'Missing parameter')") from None
+    except IndexError:  # `{0}` or `{}`: format(**params) has no positional values
+        raise doc.error("command", "a positional placeholder (`{}` or `{0}`): run-recipe.py fills only named "
+                                   "ones from defaults (`{port}`); name it, or write {{ }} for literal "
+                                   "braces") from None
+    except (ValueError, AttributeError, TypeError) as exc:
+        raise doc.error("command", f"Python str.format refuses the template: {exc} (write {{{{ and }}}} "
+                                   f"for literal braces)") from None
+    return tidy(command if ray else _BACKEND.sub("", command), drop_lines=not ray)
+
+
+def _nodes(doc: YamlFile, defaults: dict[str, Any], cmd: Command, command: str, solo: bool) -> int:
+    """How many nodes launch-cluster.sh keeps: tp x pp x dp of the command (parse_parallelism_from_text), else the
+    defaults'; one solo, at least two cluster_only."""
+    if cmd.engine != "vllm":
+        raise doc.error("command", "eugr's launcher runs vLLM; this command starts " + " ".join(cmd.entrypoint))
+    if cmd.model is None and not isinstance(doc.data.get("model"), str):
+        raise doc.error("command", "names no model (`vllm serve <model>`) and the recipe has no `model`")
+    sizes = (cmd.tensor_parallel or 1) * (cmd.pipeline_parallel or 1) * _data_parallel(command)
+    if solo and sizes > 1:
+        raise doc.error("command", f"runs solo (one node), but the command fixes tensor x pipeline x data "
+                                   f"parallel {sizes} where run-recipe.py's solo rule sets only "
+                                   f"{{tensor_parallel}} to 1: vLLM would want {sizes} GPUs on one node")
+    nodes = 1 if solo else (sizes if cmd.tensor_parallel or cmd.pipeline_parallel else _node_count(doc, defaults))
+    return max(nodes, 2) if doc.data.get("cluster_only") else nodes
+
+
+def _fields(doc: YamlFile, cmd: Command, nodes: int, solo: bool, ray: bool, how: str) -> list[Field]:
+    data, src = doc.data, f"{doc.name}: command"
+    wrapped = ("" if cmd.entrypoint == ("vllm", "serve") else
+               ": vLLM behind the image's own program, as eugr's launcher runs any command")
+    counted = ("solo (run-recipe.py's solo rule: tensor_parallel 1)" if solo else
+               "the command's tensor x pipeline x data parallel (launch-cluster.sh keeps that many nodes)"
+               if cmd.tensor_parallel or cmd.pipeline_parallel else "defaults tensor_parallel x pipeline_parallel")
+    fields = [Field("engine", "vllm", f"{src} ({' '.join(cmd.entrypoint)}{wrapped})"),
+              Field("name", data["name"], f"{doc.name}: name"),
+              *([Field("description", str(data["description"]), f"{doc.name}: description")]
+                if data.get("description") else []),
+              Field("docker_image", data["container"], f"{doc.name}: container"),
+              Field("model", cmd.model or data["model"], f"{doc.name}: model" if cmd.model is None else
+                    f"{src} (its model word{', as model says' if cmd.model == data.get('model') else ''})"),
+              Field("required_nodes", nodes, f"{doc.name}: {counted}"
+                    + "".join(f", {k} {str(data[k]).lower()}" for k in ("solo_only", "cluster_only") if k in data)),
+              parallel_size("tensor_parallel_size", cmd.tensor_parallel, src, "tensor"),
+              parallel_size("pipeline_parallel_size", cmd.pipeline_parallel, src, "pipeline")]
+    if nodes > 1:
+        fields.append(Field("distributed_backend", "ray" if ray else "mp", f"eugr's launcher, {how}"))
+    fields.append(Field("entrypoint", list(cmd.entrypoint), src))
+    fields.append(Field("extra_mounts", [{"host": h, "container": c} for h, c in _CACHES],
+                        "launch-cluster.sh mounts its cache folders (--no-cache-dirs leaves them out)"))
+    return fields
+
+
+def _env(doc: YamlFile, env_in: dict[str, Any], cmd: Command) -> list[EnvVar]:
+    env = [EnvVar(str(k), str(v), f"{doc.name}: env.{k}") for k, v in env_in.items()]
+    env += [EnvVar(k, v, f"{doc.name}: command: set before `vllm serve`") for k, v in cmd.env]
+    return env + launcher_env(env, [(k, v, "launch-cluster.sh sets it in every container")
+                                    for k, v in _LAUNCHER_ENV.items()]
+                              + [(k, v, "launch-cluster.sh's get_env_flags sets it in every container, solo too, Ray "
+                                        "or not") for k, v in _RAY_ENV.items()])
+
+
+def _backend_dropped(doc: YamlFile, ray: bool, nodes: int) -> list[NotCarried]:
+    """run-recipe.py without --ray cuts the command's `--distributed-executor-backend ray`: say so, and why."""
+    found = _BACKEND.search(str(doc.data.get("command")))
+    if ray or found is None or found[0].split()[-1] != "ray":
+        return []
+    why = ("one node needs no backend (run-recipe.py's solo rule)" if nodes == 1 else
+           "run-recipe.py runs vLLM's own multi-node backend unless given --ray, so the recipe sets "
+           "distributed_backend = \"mp\"; import with --ray to keep Ray")
+    return [NotCarried("command", doc.line("command"), f"--distributed-executor-backend ray: cut out as eugr's "
+                                                       f"launcher cuts it: {why}")]
 
 
 def _node_count(doc: YamlFile, defaults: dict[str, Any]) -> int:

@@ -19,7 +19,7 @@ from generator.check.launch import mods_could_exceed
 from generator.importers.base import Field, ModCopy
 from generator.importers.yamlfile import YamlFile, read
 from generator.resolve.model import DEFAULT, Mod
-from generator.resolve.mods import inline_refusal, read_files
+from generator.resolve.mods import inline_refusal, read_files, ref_problem
 
 
 # sparkrun's clone of the registry named eugr (RegistryManager.cache_root, core/registry.py) and its mods_subpath
@@ -37,6 +37,9 @@ def find_mods(doc: YamlFile, refs: object, mods_dirs: tuple[Path, ...] = ()) -> 
         if ref.startswith("@") and scope != "eugr":
             raise doc.error("mods", f"mods[{i}] '{ref}' names the sparkrun registry '{scope}': copy that mod folder "
                                     f"beside the recipe file and name it by its folder")
+        problem = ref_problem(ref, any_step=True)
+        if problem:  # `..` would copy the recipe's own folder (or the project) over the imported recipe
+            raise doc.error("mods", f"mods[{i}]: {problem}")
         rel = rest.removeprefix("mods/")
         near, parents = ([], []) if scope else _candidates(doc.path.resolve(), rel)
         fallback = _fallback(rel, mods_dirs)

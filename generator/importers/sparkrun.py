@@ -17,9 +17,9 @@ import shlex
 from typing import Any
 
 from generator.importers.bench import bench_table
-from generator.importers.base import (EnvVar, Field, ImportedRecipe, ImportOptions, NotCarried, no_model,
-                                      parallel_size, scalar_default)
-from generator.importers.command import split_command
+from generator.importers.base import (EnvVar, Field, ImportedRecipe, ImportOptions, NotCarried, launcher_env,
+                                      no_model, parallel_size, scalar_default)
+from generator.importers.command import Command, split_command
 from generator.importers.modsearch import find_mods, mods_fields
 from generator.importers.passenv import split_secrets
 from generator.importers.yamlfile import YamlFile
@@ -74,44 +74,19 @@ class SparkrunImporter:
             if not isinstance(data.get(key), str) or not data[key].strip():
                 raise doc.error(key, "required: a non-empty string" + (
                     " (recipegen imports the command sparkrun renders from `command`)" if key == "command" else ""))
-        defaults = _mapping(doc, "defaults")
-        env_in = _mapping(doc, "env")
-        runtime = _runtime(doc, defaults)
-        nodes = _node_count(doc, defaults)
+        defaults, env_in, executor = _mapping(doc, "defaults"), _mapping(doc, "env"), _mapping(doc, "executor_config")
+        runtime, nodes = _runtime(doc, defaults), _node_count(doc, defaults)
         if int(defaults.get("data_parallel") or 1) > 1:
             raise doc.error(("defaults", "data_parallel"), "sparkrun runs data_parallel replicas (--data-parallel-rank "
                                                            "and -address per node): recipegen has no form for that yet")
         chain = {**defaults}
         chain.setdefault("model", data["model"])
-        rendered, unresolved = _render(doc, data["command"].strip(), chain)
-        if runtime == "vllm-ray" and nodes > 1 and "--distributed-executor-backend" not in rendered:
-            rendered = rendered.rstrip() + " --distributed-executor-backend ray"  # vllm_ray.generate_command
-        served = chain.get("served_model_name")
-        if served is not None and "--served-model-name" not in rendered:  # base._augment_served_model_name
-            rendered = f"{rendered.rstrip()} --served-model-name {served}"
+        rendered, unresolved = _rendered(doc, chain, runtime, nodes)
         cmd = split_command(rendered, lambda m: doc.error("command", m))
         if cmd.engine != _RUNTIMES[runtime]:
             raise doc.error("command", f"runtime {runtime} runs {_RUNTIMES[runtime]}, but the command starts "
                                        f"{' '.join(cmd.entrypoint)}")
-        fields = [Field("engine", cmd.engine, src.engine(runtime)),
-                  *_names(doc),
-                  Field("docker_image", data["container"], src.of("container")),
-                  Field("model", cmd.model or data["model"],
-                        src.of("model") if cmd.model in (None, data["model"]) else f"{src.cmd} (its model word)"),
-                  Field("required_nodes", nodes, src.nodes(defaults)),
-                  parallel_size("tensor_parallel_size", cmd.tensor_parallel, src.cmd, "tensor"),
-                  parallel_size("pipeline_parallel_size", cmd.pipeline_parallel, src.cmd, "pipeline")]
-        if nodes > 1 and cmd.engine == "vllm":  # SGLang has one multi-node mode: the key stays unset
-            fields.append(Field("distributed_backend", "ray" if runtime == "vllm-ray" else "mp",
-                                f"{src.cmd}: sparkrun's {runtime} runtime"))
-        executor = _mapping(doc, "executor_config")
-        fields.append(Field("shm_size", str(executor.get("shm_size") or _SHM_DEFAULT),
-                            src.of("executor_config", "shm_size") if executor.get("shm_size")
-                            else "sparkrun's executor default shm_size (orchestration/executor.py)"))
-        for key, ours in _EXECUTOR_KEYS.items():
-            if key != "shm_size" and executor.get(key) is not None:
-                fields.append(Field(ours, str(executor[key]), src.of("executor_config", key)))
-        fields.append(Field("entrypoint", list(cmd.entrypoint), src.cmd))
+        fields = _fields(doc, src, cmd, runtime, nodes, defaults, executor)
         mods = find_mods(doc, data.get("mods"), options.mods_dirs)
         fields += mods_fields(mods, src.of("mods"))
         setup, not_carried = _pre_exec(doc, chain)
@@ -120,28 +95,9 @@ class SparkrunImporter:
         if runtime == "vllm-ray" and nodes > 1:
             fields.append(Field("ray_args", ["--disable-usage-stats"],
                                 "sparkrun's `ray start --head ... --disable-usage-stats` (orchestration/executor.py)"))
-        args, said = ([cmd.args] if cmd.args.strip() else []), f"{src.cmd}, rendered over defaults"
-        revision = data.get("model_revision")
-        if revision is not None and not _has_flag(rendered, "--revision"):
-            # sparkrun downloads and distributes the model at this revision (orchestration/distribution.py): here
-            # the engine loads it and `recipegen models` copies it, both from `--revision`
-            args.append(f"--revision {shlex.quote(str(revision))}")
-            said += f"; {src.of('model_revision')} as --revision (the revision sparkrun downloads)"
-        if args:
-            fields.append(Field("args", args, said))
-        env = [EnvVar(str(k), str(v), src.of("env", str(k))) for k, v in env_in.items()]
-        env += [EnvVar(k, v, f"{src.cmd}: sparkrun sets it before `{' '.join(cmd.entrypoint)}` runs")
-                for k, v in cmd.env]
-        launcher = {k: (v, "solo and cluster") for k, v in _HF_OFFLINE.items()}
-        launcher.update({k: (v, "cluster") for k, v in (_CLUSTER_ENV[runtime] if nodes > 1 else {}).items()})
-        env += [EnvVar(k, v, f"sparkrun's {runtime} runtime sets it ({when})")
-                for k, (v, when) in launcher.items() if k not in {e.name for e in env}]
-        not_carried += _unknown(doc, executor, unresolved, cmd.wiring)
-        if cmd.backend and nodes == 1:
-            not_carried.append(NotCarried("command", doc.line("command"), f"--distributed-executor-backend "
-                                          f"{cmd.backend} on one node: recipegen runs a single node without it"))
-        not_carried += [NotCarried(f"env.{e.name}", doc.line("env", e.name), "sparkrun expands $VARs in it from the "
-                                   "shell that runs sparkrun; carried as written") for e in env if "$" in e.value]
+        fields += _args(doc, src, cmd, rendered)
+        env = _env(src, env_in, cmd, runtime, nodes)
+        not_carried += _unknown(doc, executor, unresolved, cmd, nodes, env)
         env, secret_fields, secret_notes = split_secrets(doc, env)
         fields += secret_fields
         not_carried += secret_notes
@@ -151,6 +107,64 @@ class SparkrunImporter:
         return ImportedRecipe(doc.path, self.peer, tuple(fields), tuple(env), mods, tuple(not_carried + bench_notes),
                               notes=(f"as sparkrun runs it: the {runtime} runtime on {nodes} node(s)",),
                               bench=tuple(bench))
+
+
+def _rendered(doc: YamlFile, chain: dict[str, Any], runtime: str, nodes: int) -> tuple[str, list[str]]:
+    """The command as sparkrun renders it, with the flags its runtimes add: vllm_ray's backend on several nodes,
+    base._augment_served_model_name's served name; and the placeholders left without a value."""
+    rendered, unresolved = _render(doc, doc.data["command"].strip(), chain)
+    if runtime == "vllm-ray" and nodes > 1 and "--distributed-executor-backend" not in rendered:
+        rendered = rendered.rstrip() + " --distributed-executor-backend ray"  # vllm_ray.generate_command
+    served = chain.get("served_model_name")
+    if served is not None and "--served-model-name" not in rendered:  # base._augment_served_model_name
+        rendered = f"{rendered.rstrip()} --served-model-name {served}"
+    return rendered, unresolved
+
+
+def _fields(doc: YamlFile, src: _Sources, cmd: Command, runtime: str, nodes: int, defaults: dict[str, Any],
+            executor: dict[str, Any]) -> list[Field]:
+    """The recipe's keys from the command, the node count and the executor settings."""
+    data = doc.data
+    fields = [Field("engine", cmd.engine, src.engine(runtime)),
+              *_names(doc),
+              Field("docker_image", data["container"], src.of("container")),
+              Field("model", cmd.model or data["model"],
+                    src.of("model") if cmd.model in (None, data["model"]) else f"{src.cmd} (its model word)"),
+              Field("required_nodes", nodes, src.nodes(defaults)),
+              parallel_size("tensor_parallel_size", cmd.tensor_parallel, src.cmd, "tensor"),
+              parallel_size("pipeline_parallel_size", cmd.pipeline_parallel, src.cmd, "pipeline")]
+    if nodes > 1 and cmd.engine == "vllm":  # SGLang has one multi-node mode: the key stays unset
+        fields.append(Field("distributed_backend", "ray" if runtime == "vllm-ray" else "mp",
+                            f"{src.cmd}: sparkrun's {runtime} runtime"))
+    fields.append(Field("shm_size", str(executor.get("shm_size") or _SHM_DEFAULT),
+                        src.of("executor_config", "shm_size") if executor.get("shm_size")
+                        else "sparkrun's executor default shm_size (orchestration/executor.py)"))
+    for key, ours in _EXECUTOR_KEYS.items():
+        if key != "shm_size" and executor.get(key) is not None:
+            fields.append(Field(ours, str(executor[key]), src.of("executor_config", key)))
+    fields.append(Field("entrypoint", list(cmd.entrypoint), src.cmd))
+    return fields
+
+
+def _args(doc: YamlFile, src: _Sources, cmd: Command, rendered: str) -> list[Field]:
+    args, said = ([cmd.args] if cmd.args.strip() else []), f"{src.cmd}, rendered over defaults"
+    revision = doc.data.get("model_revision")
+    if revision is not None and not _has_flag(rendered, "--revision"):
+        # sparkrun downloads and distributes the model at this revision (orchestration/distribution.py): here
+        # the engine loads it and `recipegen models` copies it, both from `--revision`
+        args.append(f"--revision {shlex.quote(str(revision))}")
+        said += f"; {src.of('model_revision')} as --revision (the revision sparkrun downloads)"
+    return [Field("args", args, said)] if args else []
+
+
+def _env(src: _Sources, env_in: dict[str, Any], cmd: Command, runtime: str, nodes: int) -> list[EnvVar]:
+    env = [EnvVar(str(k), str(v), src.of("env", str(k))) for k, v in env_in.items()]
+    env += [EnvVar(k, v, f"{src.cmd}: sparkrun sets it before `{' '.join(cmd.entrypoint)}` runs")
+            for k, v in cmd.env]
+    launcher = {k: (v, "solo and cluster") for k, v in _HF_OFFLINE.items()}
+    launcher.update({k: (v, "cluster") for k, v in (_CLUSTER_ENV[runtime] if nodes > 1 else {}).items()})
+    return env + launcher_env(env, [(k, v, f"sparkrun's {runtime} runtime sets it ({when})")
+                                    for k, (v, when) in launcher.items()])
 
 
 def _has_flag(command: str, flag: str) -> bool:
@@ -299,8 +313,9 @@ def _pre_exec(doc: YamlFile, chain: dict[str, Any]) -> tuple[list[str], list[Not
     return setup, named
 
 
-def _unknown(doc: YamlFile, executor: dict[str, Any], unresolved: list[str],
-             wiring: tuple[str, ...]) -> list[NotCarried]:
+def _unknown(doc: YamlFile, executor: dict[str, Any], unresolved: list[str], cmd: Command, nodes: int,
+             env: list[EnvVar]) -> list[NotCarried]:
+    """Every peer key and value with no recipegen home, named with what to do."""
     named = [NotCarried(k, doc.line(k), why) for k, why in _NOT_CARRIED.items() if k in doc.data]
     if doc.data.get("model_revision") is not None and _has_flag(str(doc.data.get("command")), "--revision"):
         named.append(NotCarried("model_revision", doc.line("model_revision"),
@@ -326,5 +341,9 @@ def _unknown(doc: YamlFile, executor: dict[str, Any], unresolved: list[str],
                                                          f"written, so it reaches the engine as written")
               for p in dict.fromkeys(unresolved)]
     named += [NotCarried("command", doc.line("command"), f"{flag}: rank wiring the compiler writes from the "
-                                                         f"cluster file (dropped from args)") for flag in wiring]
-    return named
+                                                         f"cluster file (dropped from args)") for flag in cmd.wiring]
+    if cmd.backend and nodes == 1:
+        named.append(NotCarried("command", doc.line("command"), f"--distributed-executor-backend "
+                                f"{cmd.backend} on one node: recipegen runs a single node without it"))
+    return named + [NotCarried(f"env.{e.name}", doc.line("env", e.name), "sparkrun expands $VARs in it from the "
+                               "shell that runs sparkrun; carried as written") for e in env if "$" in e.value]

@@ -158,6 +158,8 @@ def write_staged(new: Path, text: str, imported: ImportedRecipe) -> Path:
         for file in mod.files:
             target = new / "mods" / mod.name / file.path
             target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(file.data)
+            with target.open("wb") as out:  # as a stream: a mod carried in an image may be of any size
+                for chunk in file.chunks():
+                    out.write(chunk)
             target.chmod(0o755 if file.executable else 0o644)
     return new

@@ -116,7 +116,9 @@ def _mods_image(recipe: Recipe, compose_dir: Path) -> ModsImage:
     for m in recipe.mods:
         digest.update(b"\0mod\0" + m.name.encode("utf-8"))
         for f in m.files:
-            digest.update(b"\0%s\0%d\0%d\0" % (f.path.encode("utf-8"), f.executable, len(f.data)) + f.data)
+            digest.update(b"\0%s\0%d\0%d\0" % (f.path.encode("utf-8"), f.executable, f.size))
+            for chunk in f.chunks():  # as a stream: a mod in an image may be of any size
+                digest.update(chunk)
         lines += [f"COPY {m.name} {MODS_DIR}/{m.name}",
                   f"COPY --chmod=0755 {m.name}/{MOD_ENTRY} {MODS_DIR}/{m.name}/{MOD_ENTRY}"]
     return ModsImage(f"{MODS_IMAGE_REPOSITORY}:{recipe.id[:100]}-{digest.hexdigest()[:16]}", recipe.docker_image,
@@ -194,7 +196,7 @@ def input_hash(recipe: Recipe, cluster: Cluster, chosen: tuple[Node, ...]) -> st
         "container": [dataclasses.asdict(cluster.container), recipe.container],
         "build": [recipe.build_args, recipe.dockerfile],
         "setup": [a.word for a in recipe.setup],
-        "mods": [[m.name, [[f.path, hashlib.sha256(f.data).hexdigest() if recipe.mods_in_image else f.text,
+        "mods": [[m.name, [[f.path, f.sha256() if recipe.mods_in_image else f.text,
                              f.executable] for f in m.files]] for m in recipe.mods]
                 + [["image"]] * recipe.mods_in_image,
         "ulimits": [cluster.ulimits.memlock, cluster.ulimits.stack],

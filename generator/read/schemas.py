@@ -81,12 +81,16 @@ FORMATS = {
     or duration_ok(value),
     "docker-start-period": lambda value: not isinstance(value, str) or not DURATION_SHAPE.fullmatch(value)
     or start_period_ok(value),
+    "go-duration-window": lambda value: not isinstance(value, str) or not DURATION_SHAPE.fullmatch(value)
+    or not any(c.isalpha() for c in value) or (duration_ns(value) or 0) >= 10**9,  # a bare 0: the pattern's
 }
 _FORMAT_WORDS = {
     "docker-size": "is not valid here: not a size Docker reads (a number and an optional unit: `32g`, `32gb`, "
                    "`32GiB`, `32 GB`), or beyond int64 bytes",
     "docker-log-size": "is not valid here: not a log size dockerd reads (more than 0: `100m`, `100M`, `1.5g`, `100MB`)",
     "go-duration": "is not a Go duration that fits in int64 nanoseconds",
+    "go-duration-window": "is not valid here: the group watch counts restarts in a window of whole seconds, so it "
+                          "must be a Go duration of at least 1s (`30m`, `1h`); a shorter one would silently be 1s",
     "docker-start-period": "is not valid here: not a start period dockerd takes (a Go duration, `0` or at least 1ms: "
                            "`30m`, `1h`)",
 }
@@ -178,6 +182,7 @@ def valid_part(data: dict[str, Any], kind: str) -> tuple[dict[str, Any], set[str
 
     data, dropped = copy.deepcopy(data), set[str]()
     for _ in range(8):  # each pass removes at least one key; nested problems surface one level at a time
+        _stand_in(data, kind, dropped)
         errors = list(_validator(kind).iter_errors(data))
         if not errors:
             return data, dropped
@@ -201,6 +206,26 @@ def valid_part(data: dict[str, Any], kind: str) -> tuple[dict[str, Any], set[str
                     parent.pop(cut[-1], None)
                     dropped.add(format_key(tuple(cut)))
     return None
+
+
+# A recipe missing its image or model (or giving an invalid one) still has flags, env and mounts to lint: a
+# stand-in takes the key's place, the key counts as dropped, and the findings that read it are left out
+# (validate's _unless_dropped). Without a valid `engine` nothing about the flags can be said: no stand-in.
+STAND_INS: dict[str, dict[str, Any]] = {
+    "recipe": {"docker_image": "recipegen.invalid/stand-in:0", "model": "recipegen-invalid/stand-in"},
+    "cluster": {"name": "stand-in", "nodes": [{"name": "stand-in", "address": "192.0.2.1", "context": "stand-in"}]},
+}
+
+
+def _stand_in(data: dict[str, Any], kind: str, dropped: set[str]) -> None:
+    import copy
+
+    if "extends" in data:
+        return
+    for key, value in STAND_INS.get(kind, {}).items():
+        if key not in data:
+            data[key] = copy.deepcopy(value)
+            dropped.add(key)
 
 
 def _required_hint(kind: str) -> str:

@@ -13,11 +13,11 @@ from generator.diagnostics import Diagnostic, RecipegenError
 from generator.read.schemas import schema, valid_part, validate_document
 from generator.read.tomldoc import TomlDocument, load_toml, parse_toml
 from generator.read.units import size_bytes
-from generator.resolve.argwords import flag_name, group_flags, merge_args, split_words
+from generator.resolve.argwords import group_flags, split_words
 from generator.resolve.benchtable import bench_table, merged
-from generator.resolve.model import (CONTAINER_KEYS, DEFAULT, ENGINE_DEFAULT_ENTRYPOINT, RECIPE_ID, RECIPE_SCALARS, Arg,
-                                     Cluster, ContainerOptions, Mod, Mount, Node, Origin, Recipe, Router, Ulimits,
-                                     container_target)
+from generator.resolve.layers import Layers, env_text
+from generator.resolve.model import (CONTAINER_KEYS, DEFAULT, ENGINE_DEFAULT_ENTRYPOINT, RECIPE_ID, Cluster,
+                                     ContainerOptions, Mod, Node, Recipe, Router, Ulimits)
 from generator.resolve.mods import image_context, image_refusal, in_image, load_mods
 
 RECIPE_FILE = "recipe.toml"
@@ -56,94 +56,20 @@ def load_recipe(path: str | Path, recipes_dir: Path | None = None,
                                         f"recipe folder name '{recipe_id}' cannot be a recipe id: it names the "
                                         "Compose project and Swarm stack, so lowercase letters, digits, '-' and "
                                         f"'_' only (e.g. '{_suggest_id(recipe_id)}')"))
-    values: dict[str, Any] = {}
-    origins: dict[str, Origin] = {}
-    env: dict[str, str] = {}
-    env_origins: dict[str, Origin] = {}
-    mounts: list[Mount] = []
-    pass_env: dict[str, None] = {}
-    image_dir_base = path.parent
-    unused: list[tuple[Origin, str, str]] = []  # remove_args / remove_env naming what no parent has
-    args: tuple[Arg, ...] = ()
-    ray_args: tuple[Arg, ...] = ()
-    build_args: dict[str, str] = {}
-    build_arg_origins: dict[str, Origin] = {}
-    container: dict[str, object] = {}
-    setup: tuple[Arg, ...] = ()
-    bench_tables: list[dict[str, Any]] = []
-    mods_from: tuple[TomlDocument, str] | None = None  # the file that set `mods` (its folder finds them)
+    merged_layers = Layers(path.parent)
     for depth, doc in enumerate(reversed(chain)):  # root parent first, the child last
-        layer = "recipe" if depth == len(chain) - 1 else f"parent recipe {doc.path.parent.name}"
-        data = doc.data
+        merged_layers.add(doc, "recipe" if depth == len(chain) - 1 else f"parent recipe {doc.path.parent.name}")
+    return _recipe(path, recipe_id, chain, merged_layers, recipes_dir)
 
-        def origin(*key: str | int) -> Origin:
-            return doc.origin(layer, key)
 
-        for key in RECIPE_SCALARS:
-            if key in data:
-                values[key] = data[key]
-                origins[key] = origin(key)
-        for i, name in enumerate(data.get("remove_env", [])):
-            if name not in env:
-                unused.append((doc.origin(layer, ("remove_env", i), value=True), "remove_env", name))
-            env.pop(name, None)
-            env_origins.pop(name, None)
-        for name, value in data.get("env", {}).items():
-            env[name] = env_text(value)
-            env_origins[name] = origin("env", name)
-        for key in CONTAINER_KEYS:
-            if key in data:
-                container[key] = data[key]
-                origins[key] = origin(key)
-        for name, value in data.get("build_args", {}).items():
-            build_args[name] = env_text(value)
-            build_arg_origins[name] = origin("build_args", name)
-        if "build_args" in data:
-            origins["build_args"] = origin("build_args")
-        if "setup" in data:
-            setup = tuple(Arg(cmd, doc.origin(layer, ("setup", i), value=True)) for i, cmd in enumerate(data["setup"]))
-            origins["setup"] = origin("setup")
-        if "bench" in data:
-            bench_tables.append(data["bench"])
-            origins["bench"] = origin("bench")
-        if "mods" in data:
-            mods_from = (doc, layer)
-            origins["mods"] = origin("mods")
-        if "mods_transport" in data:  # not in RECIPE_SCALARS: a recipe without it keeps its input hash
-            values["mods_transport"] = data["mods_transport"]
-            origins["mods_transport"] = origin("mods_transport")
-        if "ray_args" in data:
-            ray_args = merge_args(ray_args, split_words(doc, data["ray_args"], layer, key="ray_args"), set())
-            origins["ray_args"] = origin("ray_args")
-        if "pass_env" in data:
-            pass_env.update(dict.fromkeys(data["pass_env"]))
-            origins["pass_env"] = origin("pass_env")
-        if "docker_image_dir" in data:  # a build context is found from the file that names it
-            image_dir_base = doc.path.parent
-        if "extra_mounts" in data:
-            # A child's mount replaces its parent's on the same folder (/data and /data/ are one); two on one
-            # folder in the same file are kept for the lint rule mount-target to report, never dropped.
-            own = [Mount(m["host"], m["container"], m.get("read_only", False), origin("extra_mounts", i))
-                   for i, m in enumerate(data["extra_mounts"])]
-            inherited = {container_target(m.container): i for i, m in enumerate(mounts)}
-            for mount in own:
-                at = inherited.pop(container_target(mount.container), None)
-                if at is None:
-                    mounts.append(mount)
-                else:  # in the parent's place, as explain and the compose file have always listed it
-                    mounts[at] = mount
-        if "args" in data or "remove_args" in data:
-            flags_inherited = {g.flag for g in group_flags(args)}
-            unused += [(doc.origin(layer, ("remove_args", i), value=True), "remove_args", flag)
-                       for i, flag in enumerate(data.get("remove_args", []))
-                       if (flag_name(flag) or flag) not in flags_inherited]
-            words = split_words(doc, data.get("args", []), layer)
-            args = merge_args(args, words, set(data.get("remove_args", [])))
-            origins["args"] = origin("args") if "args" in data else origins.get("args", DEFAULT)
-
+def _recipe(path: Path, recipe_id: str, chain: list[TomlDocument], merged_layers: Layers,
+            recipes_dir: Path | None) -> Recipe:
+    """The Recipe of the merged layers: required keys checked, schema defaults filled in, mods read."""
+    m = merged_layers
+    values, origins = m.values, m.origins
     missing = [k for k in ("engine", "docker_image", "model") if k not in values]
     if missing:
-        raise RecipegenError(child.diagnostic((), f"missing required key '{missing[0]}' (not set by this recipe "
+        raise RecipegenError(chain[0].diagnostic((), f"missing required key '{missing[0]}' (not set by this recipe "
                                                   "or any parent)", at_value=False))
     props = schema("recipe")["properties"]
 
@@ -157,29 +83,29 @@ def load_recipe(path: str | Path, recipes_dir: Path | None = None,
         return values.get(key, props[key].get("default"))
 
     mods: tuple[Mod, ...] = ()
-    if mods_from is not None:
+    if m.mods_from is not None:
         # recipes/<id>/recipe.toml: the project is two folders up from the recipe's own
         project_mods = (recipes_dir.parent if recipes_dir is not None else path.parent.parent.parent) / "mods"
-        mods = load_mods(mods_from[0], mods_from[1], mods_from[0].data["mods"], project_mods)
+        mods = load_mods(m.mods_from[0], m.mods_from[1], m.mods_from[0].data["mods"], project_mods)
     transport = values.get("mods_transport", "auto")
-    mods_in_image = _mods_in_image(transport, mods, mods_from, values.get("docker_image_dir"))
+    mods_in_image = _mods_in_image(transport, mods, m.mods_from, values.get("docker_image_dir"))
     engine = values["engine"]
     entrypoint = values.get("entrypoint") or ENGINE_DEFAULT_ENTRYPOINT[engine]
     origins.setdefault("entrypoint", DEFAULT)
     return Recipe(
         id=recipe_id, path=path, engine=engine, name=values.get("name", recipe_id),
         docker_image=values["docker_image"], docker_image_dir=values.get("docker_image_dir"),
-        image_dir_base=image_dir_base, model=values["model"],
+        image_dir_base=m.image_dir_base, model=values["model"],
         required_nodes=get("required_nodes"), nodes=tuple(values["nodes"]) if "nodes" in values else None,
         tensor_parallel_size=get("tensor_parallel_size"),
         pipeline_parallel_size=get("pipeline_parallel_size"), distributed_backend=get("distributed_backend"),
-        shm_size=get("shm_size"), entrypoint=tuple(entrypoint), args=args,
-        mounts=tuple(mounts), env=env, dockerfile=values.get("dockerfile"), build_args=build_args,
-        mods=mods, mods_transport=transport, mods_in_image=mods_in_image, setup=setup, ray_args=ray_args,
-        container=container,
-        pass_env=tuple(pass_env), unused_removals=tuple(unused), flag_groups=tuple(group_flags(args)),
-        origins=origins, bench=bench_table(merged(bench_tables)),
-        env_origins=env_origins, build_arg_origins=build_arg_origins, documents=tuple(chain))
+        shm_size=get("shm_size"), entrypoint=tuple(entrypoint), args=m.args,
+        mounts=tuple(m.mounts), env=m.env, dockerfile=values.get("dockerfile"), build_args=m.build_args,
+        mods=mods, mods_transport=transport, mods_in_image=mods_in_image, setup=m.setup, ray_args=m.ray_args,
+        container=m.container,
+        pass_env=tuple(m.pass_env), unused_removals=tuple(m.unused), flag_groups=tuple(group_flags(m.args)),
+        origins=origins, bench=bench_table(merged(m.bench_tables)),
+        env_origins=m.env_origins, build_arg_origins=m.build_arg_origins, documents=tuple(chain))
 
 
 def _mods_in_image(transport: str, mods: tuple[Mod, ...], mods_from: tuple[TomlDocument, str] | None,
@@ -202,11 +128,6 @@ def _mods_in_image(transport: str, mods: tuple[Mod, ...], mods_from: tuple[TomlD
             raise at(i, why)
     image_context(mods, at)
     return True
-
-
-def env_text(value: str | int) -> str:
-    """An env or build-arg value as the container sees it: TOML integers are their decimal text."""
-    return value if isinstance(value, str) else str(value)
 
 
 def _suggest_id(name: str) -> str:

@@ -5,11 +5,12 @@ Shared by every stage (kompose's habit: constants and data objects live with the
 
 from __future__ import annotations
 
+import hashlib
 import posixpath
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 # Re-exported: modules after resolve that use Origin and its two constants take them from here, with the types.
 from generator.read.origin import COMPILER as COMPILER, DEFAULT as DEFAULT, Origin as Origin
@@ -52,11 +53,37 @@ class Mount:
 @dataclass(frozen=True)
 class ModFile:
     """One file of a mod folder: shipped inside the generated files (then it must be text: it travels in YAML), or
-    copied into a derived image (`mods_transport`)."""
+    copied into a derived image (`mods_transport`). A mod's first MiB is read when it is loaded; a file past that
+    (the mod cannot travel inline then) stays on disk and is hashed and copied as a stream: mods of any size."""
 
     path: str  # relative to the mod folder, POSIX separators
-    data: bytes
+    content: bytes | None  # None: the file at `source`, read in chunks when its bytes are needed
     executable: bool
+    source: Path | None = None
+    size_on_disk: int = 0
+
+    @property
+    def size(self) -> int:
+        return len(self.content) if self.content is not None else self.size_on_disk
+
+    def chunks(self, size: int = 1 << 20) -> Iterator[bytes]:
+        if self.content is not None or self.source is None:
+            yield self.content or b""
+            return
+        with self.source.open("rb") as f:
+            while chunk := f.read(size):
+                yield chunk
+
+    def sha256(self) -> str:
+        digest = hashlib.sha256()
+        for chunk in self.chunks():
+            digest.update(chunk)
+        return digest.hexdigest()
+
+    @property
+    def data(self) -> bytes:
+        """The whole file: only for what travels inline (at most 1 MiB a mod) or small checks."""
+        return self.content if self.content is not None else b"".join(self.chunks())
 
     @property
     def text(self) -> str:
@@ -76,7 +103,7 @@ class Mod:
 
     @property
     def size(self) -> int:
-        return sum(len(f.data) for f in self.files)
+        return sum(f.size for f in self.files)
 
 
 _DECIMAL = re.compile("[0-9]+")

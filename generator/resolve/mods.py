@@ -28,6 +28,12 @@ _SKIPPED = ("__pycache__", ".git")  # folders a mod may hold that are not its fi
 _SAFE_NAME = re.compile(r"[A-Za-z0-9._+-]+")  # one path segment, as it lands in the container
 
 
+def plain_name(name: str) -> bool:
+    """One path segment that names itself: _SAFE_NAME's characters, and neither `.` nor `..` (the folder holding
+    it, or its parent)."""
+    return bool(_SAFE_NAME.fullmatch(name)) and name not in (".", "..")
+
+
 def load_mods(doc: TomlDocument, layer: str, refs: list[str], project_mods: Path) -> tuple[Mod, ...]:
     """The mods `refs` names, each a folder relative to the recipe file `doc` or a name under the project's
     mods/; every problem is an error on the `mods` element that names it."""
@@ -37,13 +43,18 @@ def load_mods(doc: TomlDocument, layer: str, refs: list[str], project_mods: Path
         def fail(message: str) -> RecipegenError:
             return RecipegenError(doc.diagnostic(("mods", i), message))
 
+        problem = ref_problem(ref)
+        if problem:
+            raise fail(problem)
         folder = _find(doc.path.parent, ref, project_mods)
+        if folder is not None and _holds_recipe(folder, doc.path):
+            raise fail(f"mod '{ref}' is the recipe's own folder or one above it: a mod is a folder of its own")
         if folder is None:
             raise fail(f"mod '{ref}' not found: looked beside the recipe and in {project_mods}")
         if not (folder / MOD_ENTRY).is_file():
             raise fail(f"mod '{ref}' has no {MOD_ENTRY} ({folder}): a mod is a folder with a {MOD_ENTRY} to run")
         name = folder.resolve().name
-        if not _SAFE_NAME.fullmatch(name):
+        if not plain_name(name):
             raise fail(f"mod folder name '{name}' is not a plain file name (letters, digits, '.', '_', '+', '-')")
         if name in names:
             raise fail(f"mod '{ref}' has the same folder name as mods[{names[name]}]: both would land in "
@@ -52,6 +63,22 @@ def load_mods(doc: TomlDocument, layer: str, refs: list[str], project_mods: Path
         mods.append(Mod(name, ref, read_files(folder, fail), doc.origin(layer, ("mods", i), value=True),
                         folder))
     return tuple(mods)
+
+
+def ref_problem(ref: str, any_step: bool = False) -> str | None:
+    """Why a mod reference names no mod folder of its own: a last step `.` or `..` makes it the recipe's folder, a
+    parent or the whole project (an import would copy it over the recipe; an image's context would be the root).
+    `any_step`: a `.` or `..` anywhere (import: a peer's reference, copied to mods/<name>, names a folder only)."""
+    steps = [step for step in ref.replace("\\", "/").split("/") if step]
+    if not steps or steps[-1] in (".", "..") or (any_step and any(step in (".", "..") for step in steps)):
+        return (f"mod '{ref}' has a '.' or '..' step: a mod is named by its own folder (beside the recipe, or "
+                "under mods/), never by a path through another folder")
+    return None
+
+
+def _holds_recipe(folder: Path, recipe: Path) -> bool:
+    """The folder is the recipe's own or one above it: as a mod it would carry the recipe (and the project)."""
+    return recipe.resolve().parent.is_relative_to(folder.resolve())
 
 
 def _find(base: Path, ref: str, project_mods: Path) -> Path | None:
@@ -101,6 +128,9 @@ def image_refusal(mod: Mod) -> str | None:
     link (COPY carries the link, which may dangle in the container) or a folder recipegen skips (COPY takes it)."""
     if mod.folder is None:
         return None
+    if mod.folder.is_symlink():
+        return (f"mod folder '{mod.source}' is a symlink: the image's build context would be the folder it points "
+                "into (the project root, say), sent whole to Docker; put the mod folder itself beside the others")
     for dirpath, dirnames, filenames in os.walk(mod.folder, followlinks=False):
         for name in sorted(dirnames):
             if name in _SKIPPED:
@@ -122,13 +152,21 @@ def image_context(mods: tuple[Mod, ...], at: Callable[[int, str], RecipegenError
         shown = ", ".join(sorted(str(p) for p in parents))
         raise at(0, f"mods carried in an image must sit in one folder, the image's build context; they are in "
                     f"{shown}: move them into one mods/ folder")
-    return parents.pop()
+    context = parents.pop()
+    if (context / ".dockerignore").exists():
+        raise at(0, f"the mods' build context {context} holds a .dockerignore, which would drop from the image "
+                    "files the image's tag hashes: remove it, or move the mods to a folder without one")
+    return context
 
 
 def read_files(folder: Path, fail: Callable[[str], RecipegenError]) -> tuple[ModFile, ...]:
     """The mod's files, read once for both ways they travel; `fail` makes the error of each refusal (build: at the
     recipe's `mods` element; import: at the peer file's `mods` line)."""
+    if folder.resolve().name.startswith("-"):
+        raise fail(f"mod folder name '{folder.resolve().name}' begins with '-': the image's COPY would read it as an "
+                   "option (--link, --parents, --); rename the folder")
     files: list[ModFile] = []
+    held = 0  # bytes read into memory: a mod's first MAX_MOD_BYTES (what can travel inline), the rest streamed
     root = folder.resolve()
     for dirpath, dirnames, filenames in os.walk(folder, followlinks=False):
         dirnames[:] = sorted(d for d in dirnames if d not in _SKIPPED)
@@ -140,13 +178,22 @@ def read_files(folder: Path, fail: Callable[[str], RecipegenError]) -> tuple[Mod
         for filename in sorted(filenames):
             path = Path(dirpath) / filename
             relative = path.relative_to(folder).as_posix()
-            if any(not _SAFE_NAME.fullmatch(part) for part in relative.split("/")):
+            if not all(map(plain_name, relative.split("/"))):
                 raise fail(f"mod file '{relative}' has a name that cannot travel in a compose file; rename it")
             if path.is_symlink() and not path.resolve().is_relative_to(root):
                 raise fail(f"mod file '{relative}' is a symlink out of the mod folder")
             if not path.is_file():
                 raise fail(f"mod file '{relative}' is not a regular file")
-            files.append(ModFile(relative, path.read_bytes(),
-                                 bool(path.stat().st_mode & 0o111) or relative == MOD_ENTRY))
+            stat = path.stat()
+            held += stat.st_size
+            content = _read_capped(path, MAX_MOD_BYTES) if held <= MAX_MOD_BYTES else None
+            files.append(ModFile(relative, content, bool(stat.st_mode & 0o111) or relative == MOD_ENTRY,
+                                 path, stat.st_size))
     return tuple(files)
 
+
+
+def _read_capped(path: Path, cap: int) -> bytes:
+    """The file, never more than `cap` bytes (one that grew since its stat is cut, and its hash says so)."""
+    with path.open("rb") as f:
+        return f.read(cap)

@@ -51,6 +51,14 @@ class ProbeError(Exception):
         self.code = code
 
 
+def server_errors(info: object) -> str:
+    """`docker info`'s ServerErrors as one line of text: Docker CLI 20.10 gives a list of strings, each ending in
+    `\r\n` (newer CLIs fail the command instead)."""
+    found = info.get("ServerErrors") if isinstance(info, dict) else None
+    items = found if isinstance(found, list) else [found] if found else []
+    return "; ".join(" ".join(str(item).split()) for item in items if str(item).strip())
+
+
 _SIZE = re.compile(r"^([\d.]+)\s*([kMGT]?B)$", re.I)
 _UNITS = {"b": 1, "kb": 1e3, "mb": 1e6, "gb": 1e9, "tb": 1e12}
 
@@ -121,7 +129,7 @@ def gather(context: str, image: str | None = None, memlock: int | None = -1, gpu
         code = codes.CONTEXT_MISSING if exc.failure is Failure.NO_CONTEXT else codes.CONTEXT_UNREACHABLE
         raise ProbeError(f"context '{context}' does not answer: {error_detail(exc)}", code) from None
     if not isinstance(info, dict) or not info.get("ServerVersion"):
-        raise ProbeError(f"context '{context}' does not answer: {(info or {}).get('ServerErrors') or 'no engine'}",
+        raise ProbeError(f"context '{context}' does not answer: {server_errors(info) or 'no engine'}",
                          codes.CONTEXT_UNREACHABLE)
     if image:
         candidates = [image]

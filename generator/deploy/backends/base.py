@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Protocol
 
-from generator.deploy.docker import reason
+from generator.deploy.docker import node_reason, reason
 from generator.deploy.findings import Finding
 from generator.deploy.group import GroupRecord
 from generator.deploy.targets import CompiledDeployment, Deployment, Target, each
@@ -105,6 +105,7 @@ class Backend(Protocol):
 
 
 NOT_STARTED = "not started"
+UNREACHABLE = "unreachable"  # a log command's stand-in: the node's context gave no answer
 _FINISHED = ("exited", "dead")
 
 
@@ -123,7 +124,7 @@ def container_logs(dep: Deployment, nodes: tuple[Target, ...], follow: bool, tai
     for target in nodes:
         cid = ids[target.name]
         if isinstance(cid, Exception):
-            commands[target.name] = reason(cid)
+            commands[target.name] = f"{UNREACHABLE}: {node_reason(target.node.context, cid)}"
         elif not cid:
             commands[target.name] = NOT_STARTED
         else:

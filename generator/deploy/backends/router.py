@@ -9,9 +9,6 @@ config is a new config name and Swarm replaces the task: streams through it are 
 
 from __future__ import annotations
 
-import io
-import subprocess
-import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -86,14 +83,10 @@ class RouterBackend(Protocol):
 
 def _running_config(target: RouterTarget) -> bytes | None:
     """The config the running container reads (`docker cp` gives a tar: no tool needed inside the image)."""
-    done = subprocess.run(target.docker.command("cp", f"{target.container}:{CONFIG_PATH}", "-"), capture_output=True,
-                          timeout=30)
-    if done.returncode != 0:
+    try:
+        return target.docker.copy_out(target.container, CONFIG_PATH)
+    except DockerError:
         return None
-    with tarfile.open(fileobj=io.BytesIO(done.stdout)) as tar:
-        member = tar.next()
-        handle = tar.extractfile(member) if member is not None else None
-        return handle.read() if handle is not None else None
 
 
 class ComposeRouter:
