@@ -18,7 +18,7 @@ from typing import Iterator
 import pytest
 import yaml
 
-from routerkit import StandIn, chat, free_port, haproxy_binary, request, start_haproxy, wait_listening
+from routerkit import StandIn, chat, free_port, need_haproxy, request, start_haproxy, wait_listening
 from test_golden import GOLDEN, REPO, recipegen, snapshot, write_project
 
 CASE = GOLDEN / "router"
@@ -224,10 +224,7 @@ def test_a_listed_recipe_the_project_lacks_is_a_warning(tmp_path: Path):
 
 @pytest.fixture(scope="module")
 def haproxy() -> str:
-    binary = haproxy_binary()
-    if binary is None:
-        pytest.fail("haproxy is missing: apt-get install haproxy (.ci/run installs it)")
-    return binary
+    return need_haproxy()
 
 
 @pytest.mark.parametrize("path", generated_configs(), ids=lambda p: p.relative_to(REPO).as_posix())

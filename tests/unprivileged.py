@@ -3,16 +3,23 @@
 As root, chmod 000 stops nothing, so permission cases drop to an unprivileged user (setpriv; .ci/run creates
 `recipegen-ci`). That user cannot pass through a checkout under a 0700 folder (a clone under /root or a
 `mktemp -d`), so what it runs is copied first into a folder it can reach: the test then depends on the code,
-not on where the checkout lies.
+not on where the checkout lies. The same holds for the venv, which "Set up" puts inside the checkout: the child
+runs the venv's base interpreter with a copy of recipegen's dependencies (the closure of its requirements, not
+the test extras) as its PYTHONPATH.
 """
 
 from __future__ import annotations
 
+import atexit
+import functools
+import importlib.metadata
 import os
+import re
 import shutil
 import stat
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -76,9 +83,72 @@ def project_copy(base: Path) -> Path:
     return project
 
 
+def reachable(path: Path) -> bool:
+    """Whether any user can run `path`: it and every folder above it open to others (search for the folders)."""
+    if not os.stat(path).st_mode & stat.S_IXOTH:
+        return False
+    return all(parent.stat().st_mode & stat.S_IXOTH for parent in path.parents)
+
+
+def interpreter() -> Path:
+    """The interpreter the unprivileged child runs: the venv's base interpreter (a venv's own `python` lies inside
+    the checkout when the venv does), resolved, so nothing on its path needs more than the search bit. Outside
+    CI an interpreter behind a closed folder skips the case with the reason printed."""
+    base = Path(os.path.realpath(getattr(sys, "_base_executable", None) or sys.executable))
+    if not reachable(base):
+        reason = f"{base} lies behind a folder closed to other users: the permission case cannot run it"
+        if os.environ.get("CI"):
+            pytest.fail(reason)
+        print(f"SKIP: {reason}")
+        pytest.skip(reason)
+    return base
+
+
+def _requirements(name: str) -> list[str]:
+    """The distributions `name` needs installed here (no extras; markers judged for this interpreter)."""
+    from packaging.requirements import Requirement  # pytest's own dependency
+
+    needed = []
+    for line in importlib.metadata.distribution(name).requires or []:
+        req = Requirement(line)
+        if req.marker is None or req.marker.evaluate({"extra": ""}):
+            needed.append(req.name)
+    return needed
+
+
+@functools.cache
+def dependency_site() -> Path:
+    """A folder any user can read holding the installed files of every distribution recipegen needs to run
+    (about 40 MB, copied once per session, removed at exit); recipegen itself comes from `project_copy`."""
+    site = Path(tempfile.mkdtemp(prefix="recipegen-site-"))
+    atexit.register(shutil.rmtree, site, True)
+    seen: set[str] = set()
+    todo = _requirements("recipegen")
+    while todo:
+        name = todo.pop()
+        key = re.sub(r"[-_.]+", "-", name).lower()
+        if key in seen:
+            continue
+        seen.add(key)
+        dist = importlib.metadata.distribution(name)
+        todo.extend(_requirements(name))
+        for file in dist.files or []:
+            source = Path(str(dist.locate_file(file)))
+            if "__pycache__" in file.parts or file.parts[0] == ".." or not source.is_file():
+                continue  # bytecode is rebuilt; `..` is a script in the venv's bin/
+            (site / file).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, site / file)
+    site.chmod(0o755)
+    open_to_all(site)
+    return site
+
+
 def run_python(command: list[str], as_user: list[str] | None, cwd: Path,
                env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    """`sys.executable` with `command`, as `as_user`, in `cwd`; the interpreter must be reachable (.ci/run opens
-    its folders)."""
-    return subprocess.run([*(as_user or []), sys.executable, *command], cwd=cwd, capture_output=True, text=True,
-                          timeout=60, env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1", **(env or {})})
+    """Python with `command` in `cwd`: as this process runs it when `as_user` is None, else as `as_user`, with
+    an interpreter and packages that user can reach wherever the checkout and its venv lie."""
+    python, extra = Path(sys.executable), {}
+    if as_user is not None:
+        python, extra = interpreter(), {"PYTHONPATH": str(dependency_site()), "PYTHONNOUSERSITE": "1"}
+    return subprocess.run([*(as_user or []), str(python), *command], cwd=cwd, capture_output=True, text=True,
+                          timeout=60, env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1", **extra, **(env or {})})
