@@ -16,7 +16,7 @@ from generator.cluster.probe.parse import facts_from_sections, parse_meminfo
 from generator.cluster.probe.proposal import propose
 from generator.deploy.findings import Severity
 from generator.resolve.load import load_cluster
-from test_probe import spark, write
+from helpers.probe import spark, write
 
 # /proc/meminfo's shape (kB); the figures are an idle GB10's: MemTotal as its recorded `docker info` says.
 MEMINFO = """MemTotal:       125433168 kB

@@ -12,7 +12,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 # Loaded before the test modules (-p): this machine's haproxy is not found.
-NO_HAPROXY = "import routerkit\nrouterkit.haproxy_binary = lambda: None\n"
+NO_HAPROXY = "import helpers.routerkit\nhelpers.routerkit.haproxy_binary = lambda: None\n"
 
 
 def _run_router_tests(tmp_path: Path, ci: bool) -> subprocess.CompletedProcess[str]:

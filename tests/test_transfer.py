@@ -346,7 +346,7 @@ def test_scan_reports_an_unwritable_cache() -> None:
     import shutil
     import tempfile
 
-    from unprivileged import drop_root, interpreter, open_to_all
+    from helpers.unprivileged import drop_root, interpreter, open_to_all
 
     base = Path(tempfile.mkdtemp(prefix="recipegen-scan-"))  # not tmp_path: its 0700 base stops another user
     try:

@@ -1,4 +1,4 @@
-"""The unprivileged child of the permission cases (tests/unprivileged.py) can run recipegen wherever the checkout
+"""The unprivileged child of the permission cases (tests/helpers/unprivileged.py) can run recipegen wherever the checkout
 and its venv lie: "Set up" puts the venv inside the clone, and a clone under a 0700 folder (/root, `mktemp -d`) is
 closed to that user, so the child must need nothing from there."""
 
@@ -8,7 +8,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from unprivileged import dependency_site, drop_root, interpreter, reachable, run_python
+from helpers.unprivileged import dependency_site, drop_root, interpreter, reachable, run_python
 
 # What `python3 -m generator` imports at its first use (pyproject.toml's dependencies, by module name).
 MODULES = ("click", "jinja2", "ryaml", "jsonschema", "jsonschema_rs", "check_jsonschema", "tree_sitter",

@@ -21,7 +21,7 @@ import yaml
 
 from lab import tinymodel, vllmimage
 from lab.image import PYTHON
-from watchwords import without_watch
+from helpers.watchwords import without_watch
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "cpu"

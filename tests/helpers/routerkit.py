@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from http.server import ThreadingHTTPServer
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent / "lab" / "engine" / "python"))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "lab" / "engine" / "python"))
 from labengine.openai_api import OpenAIHandler  # noqa: E402  (the lab image's stand-in, as it is)
 
 

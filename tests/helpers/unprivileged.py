@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parent.parent.parent
 CI_USER = "recipegen-ci"  # .ci/run creates it; without it, root drops to nobody (65534)
 
 # What `python3 -m generator validate/build` reads: the package, its data, and a project to run in.
