@@ -31,7 +31,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
-from routerkit import StandIn, chat, free_port, request, start_haproxy, wait_listening  # noqa: E402
+from helpers.routerkit import StandIn, chat, free_port, request, start_haproxy, wait_listening  # noqa: E402
 
 MODELS = ("alpha", "beta")
 CLUSTER = """name = "bench"

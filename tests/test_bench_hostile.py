@@ -112,8 +112,15 @@ def test_a_results_folder_that_cannot_be_written_is_found_before_the_benchmark(p
     assert head == []  # llama-benchy never started
 
 
-def test_when_the_final_write_fails_the_figures_are_kept_and_the_place_named(project, head, monkeypatch):
+def test_when_the_final_write_fails_the_figures_are_kept_and_the_place_named(project, head, monkeypatch,
+                                                                             tmp_path_factory):
+    import tempfile
+
     import generator.bench.action as action
+
+    # The system's temp folder stands in a folder of this test's: the kept figures are removed with all they made.
+    system_tmp = tmp_path_factory.mktemp("system-tmp")
+    monkeypatch.setattr(tempfile, "tempdir", str(system_tmp))
 
     real = action.write
 
@@ -129,7 +136,9 @@ def test_when_the_final_write_fails_the_figures_are_kept_and_the_place_named(pro
     kept = Path(line.split("kept in ", 1)[1].split()[0])
     assert json.loads((kept / "results.json").read_text())["runs"][0]["pp"] == 512
     assert not list((project / "bench").rglob("results.json"))
-    shutil.rmtree(kept)
+    assert kept.parent.parent == system_tmp and kept.parent.name.startswith("recipegen-bench-")
+    shutil.rmtree(kept.parent)  # the folder mkdtemp made, not only the results folder inside it
+    assert not list(system_tmp.iterdir())
 
 
 def test_the_schema_bounds_each_count_as_the_command_line_does():

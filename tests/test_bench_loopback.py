@@ -19,7 +19,7 @@ from typing import Iterator
 import pytest
 
 from generator.bench.options import ARENA_SCHEDULE
-from test_serve_lab import needs_llama_benchy, word_level_tokenizer
+from helpers.serve import needs_llama_benchy, word_level_tokenizer
 
 ENGINE = Path(__file__).parent / "lab" / "engine" / "python"
 # The stand-in, serving `tiny`, with an answer that never names Paris.

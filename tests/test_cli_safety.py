@@ -15,6 +15,7 @@ from click.testing import CliRunner
 
 import generator.write.output
 from generator.cli import main
+from helpers.clisafety import interruptible  # noqa: F401 - moved to tests/helpers/
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -243,12 +244,6 @@ def test_every_generated_file_carries_a_checksum_of_itself(project: Path):
 def _change_two_recipes(project: Path) -> None:
     for rid in ("glm-4-5-air-sglang", "qwen3-coder-30b-a3b-fp8"):
         _edit(project / "recipes" / rid / "recipe.toml", '"--port"', '"--max-num-seqs", "4", "--port"')
-
-
-def interruptible() -> None:
-    """In the child: Ctrl-C (SIGINT) reaches it even when this run was started where SIGINT is ignored (a
-    background job of a non-interactive shell), which the child would inherit."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def _build_until_paused(project: Path, renames: int) -> subprocess.Popen:

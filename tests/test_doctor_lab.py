@@ -12,6 +12,7 @@ the namespaces anyway).
 
 from __future__ import annotations
 
+import os
 import subprocess
 import time
 import tomllib
@@ -181,6 +182,10 @@ def test_doctor_passes_a_good_cluster(fabric: Lab, tmp_path: Path):
     rows = findings(result)
     assert any(r[1] == "reach" and r[2] == "ok" and "reaches spark1" in r[3] for r in rows)
     assert any(r[1] == "subnet" and r[2] == "ok" for r in rows)
+    for node in lab.nodes[:2]:  # the lab's dockerds run on this machine's kernel, and see its memory
+        assert [node.name, "kernel", "ok", os.uname().release] in [r[:4] for r in rows], rows
+        memory = next(r for r in rows if r[:2] == [node.name, "memory"])
+        assert memory[2] == "ok" and " GiB available of " in memory[3], memory
 
 
 def test_doctor_finds_an_interface_the_node_does_not_have(fabric: Lab, tmp_path: Path):

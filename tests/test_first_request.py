@@ -21,7 +21,7 @@ from generator.deploy import probe as probe_module
 from generator.deploy.backends.base import Removal
 from generator.deploy.port import PortHolder
 from generator.deploy.probe import PROMPT_ANSWER, ProbeResult, probe
-from test_actions import deployment  # noqa: F401 - the fixture: a compiled two-node recipe
+from helpers.actions import deployment  # noqa: F401 - the fixture: a compiled two-node recipe
 
 ENGINE_PYTHON = Path(__file__).parent / "lab" / "engine" / "python"
 
@@ -127,7 +127,7 @@ def test_nothing_listening_is_a_failure_naming_the_url():
 
 
 def test_up_whose_first_request_fails_shows_the_error_and_the_logs_and_cleans_up(deployment, monkeypatch):
-    from test_actions import FakeBackend, up
+    from helpers.actions import FakeBackend, up
 
     from generator.deploy import actions, readiness
 
@@ -148,7 +148,7 @@ def test_up_whose_first_request_fails_shows_the_error_and_the_logs_and_cleans_up
 
 
 def test_up_returns_the_first_requests_answer(deployment, monkeypatch):
-    from test_actions import FakeBackend, up
+    from helpers.actions import FakeBackend, up
 
     from generator.deploy import readiness
 

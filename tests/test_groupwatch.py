@@ -70,6 +70,24 @@ def start(tmp: Path, rank: int, port: int, engine: str, limit: int = 5, group: s
     return proc
 
 
+def engine_up(*procs: subprocess.Popen, timeout: float = 30) -> None:
+    """Wait until each rank's engine printed "engine up" (the group met and it runs), not a fixed while."""
+    import threading
+
+    def read(proc: subprocess.Popen) -> None:
+        for line in proc.stdout:  # type: ignore[union-attr]
+            if "engine up" in line:
+                return
+
+    readers = [threading.Thread(target=read, args=(p,), daemon=True) for p in procs]
+    for reader in readers:
+        reader.start()
+    deadline = time.monotonic() + timeout
+    for reader in readers:
+        reader.join(max(0.0, deadline - time.monotonic()))
+    assert not any(r.is_alive() for r in readers), f"no 'engine up' within {timeout}s"
+
+
 def state(tmp: Path, rank: int) -> dict:
     return json.loads((tmp / f"state-{rank}.json").read_text())
 
@@ -115,7 +133,7 @@ def test_a_stopped_worker_exits_143_and_the_head_restarts_the_group(tmp_path: Pa
     port = free_port()
     head = start(tmp_path, 0, port, SERVE)
     worker = start(tmp_path, 1, port, SERVE)
-    time.sleep(4)  # the group met, both engines run
+    engine_up(head, worker)  # the group met, both engines run
     worker.send_signal(signal.SIGTERM)  # its node shuts down
     assert finish(worker)[0] == 143  # on-failure restarts it when its dockerd starts again
     assert finish(head)[0] == 2  # it followed
@@ -194,7 +212,7 @@ def test_a_served_restart_breaks_the_streak(tmp_path: Path):
     (tmp_path / "state-0.json").write_text(json.dumps({"restarts": history, "halted": None}))
     head = start(tmp_path, 0, port, SERVE, limit=2)
     worker = start(tmp_path, 1, port, SERVE, limit=2)
-    time.sleep(4)
+    engine_up(head, worker)
     assert head.poll() is None and worker.poll() is None  # one unserved restart since the last served one: runs
     worker.send_signal(signal.SIGTERM)
     finish(worker), finish(head)

@@ -14,23 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from test_corpus import Expect, assert_expected, run_inprocess
-from test_golden import compose_binary, compose_env, recipegen
-
-BASE = {"engine": 'engine = "vllm"', "docker_image": 'docker_image = "vllm/vllm-openai:v0.11.0"',
-        "model": 'model = "Qwen/Qwen3-32B"'}
-CLUSTER_NODES = '[[nodes]]\nname = "n1"\naddress = "10.9.0.1"\ncontext = "n1"\n'
-
-
-def recipe_text(line: str) -> str:
-    """Three base lines (the one `line` sets replaced by a comment), then `line` as line 4."""
-    key = line.split("=", 1)[0].strip()
-    return "\n".join(BASE[k] if k != key else "# (set below)" for k in BASE) + "\n" + line + "\n"
-
-
-def cluster_text(line: str) -> str:
-    name = '# (set below)' if line.startswith("name") else 'name = "lab"'
-    return f"{name}\n{line}\n{CLUSTER_NODES}"
+from helpers.corpus import Expect, assert_expected, run_inprocess
+from helpers.golden import compose_binary, compose_env, recipegen
+from helpers.hostile import ACCEPTED, BASE, CLUSTER_NODES, cluster_text, recipe_text  # noqa: F401 - moved to tests/helpers/
 
 
 def validate_fails(tmp_path: Path, kind: str, text: str, line: int, key: str, message: str) -> None:
@@ -140,18 +126,6 @@ def test_bad_ulimits(line: str, key: str, tmp_path: Path) -> None:
 
 
 # --- accepted variants: they build, and real Compose accepts the result ----------------------------------------
-
-ACCEPTED = [  # (recipe line, cluster line)
-    ('shm_size = "32GiB"', 'stop_grace_period = "1ns"'), ('shm_size = "32gb"', 'stop_grace_period = "1.5h"'),
-    ('shm_size = "32g"', 'stop_grace_period = "1h30m"'), ('shm_size = "32G"', 'stop_grace_period = "300ms"'),
-    ('shm_size = "512MiB"', 'stop_grace_period = "2us"'), ('shm_size = "1.5g"', 'stop_grace_period = "2µs"'),
-    ('shm_size = "1073741824"', 'stop_grace_period = "2μs"'), ('shm_size = "64mb"', 'stop_grace_period = "0"'),
-    ('shm_size = "16gb"', 'ulimits = { memlock = "unlimited", stack = "unlimited" }'),
-    ('name = "2024-05-01"', 'env = { A = "12:30:00", B = "2024-05-01T00:00:00Z", C = "off" }'),
-    ('env = { D = "2024-05-01", E = "12:30:00" }', 'name = "2024-05-01"'),
-    ('extra_mounts = [{ host = "/2024-05-01", container = "/12:30:00" }]', 'hf_cache = "/2024-05-01"'),
-    ('args = ["--served-model-name", "2024-05-01", "--x", "12:30:00"]', 'gpu_memory_ceiling = 1.0'),
-]
 
 
 @pytest.mark.parametrize("recipe_line, cluster_line", ACCEPTED, ids=[f"{r} | {c}" for r, c in ACCEPTED])

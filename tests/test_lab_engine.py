@@ -9,30 +9,15 @@ import time
 import pytest
 
 from lab import IMAGE, LIGHT_RAY, RAY_IMAGE, Lab, Node
-from test_deploy_lab import MODEL
-from test_lab_smoke import run_detached, wait_http, wait_log
+from helpers.deploylab import MODEL
+from helpers.labsmoke import run_detached, wait_http, wait_log
+from helpers.labengine import IFNAMES, WORKER_ENV, worker_env  # noqa: F401 - moved to tests/helpers/
 
 pytestmark = pytest.mark.lab
-
-# Two Sparks cabled back to back name their ConnectX-7 ports differently: NCCL_SOCKET_IFNAME differs per node.
-IFNAMES = {"spark1": "enp1s0f0np0", "spark2": "enP2p1s0f0np0"}
-WORKER_ENV = "/tmp/vllm/worker-env.json"
 
 
 def sh(lab: Lab, node: Node, script: str) -> str:
     return lab.docker(node, "run", "--rm", "--network", "host", "--entrypoint", "sh", IMAGE, "-c", script).stdout
-
-
-def worker_env(lab: Lab, node: Node, container: str, timeout: float = 60) -> dict[str, str]:
-    """The environment the node's Ray "worker process" got (written by its raylet), waiting for it (bounded)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        done = lab.docker(node, "exec", container, "cat", WORKER_ENV, check=False)
-        if done.returncode == 0 and done.stdout.strip():
-            return json.loads(done.stdout)
-        if time.monotonic() > deadline:
-            pytest.fail(f"{node.name}: no {WORKER_ENV} in {container} within {timeout:.0f}s: {done.stderr}")
-        time.sleep(0.5)
 
 
 # --- the image ---------------------------------------------------------------------------------------------

@@ -15,13 +15,13 @@ import pytest
 
 from lab import IFNAME, IMAGE, LAB_MEMLOCK, LIGHT_RAY, RAY_IMAGE, Lab, Node
 from lab.netlab import SCHEMA
+from helpers.labsmoke import HTTP_TIMEOUT, http_get, run_detached, wait_http, wait_log  # noqa: F401 - moved to tests/helpers/
 
 pytestmark = pytest.mark.lab
 
 MODEL = "org/model"
 # A real engine image name: alias_image tags the stand-in so (nothing can be pulled here).
 REAL_IMAGE = "vllm/vllm-openai:latest"
-HTTP_TIMEOUT = 60
 # Nothing listens there on any node: a worker pointed at it must give up.
 DEAD_PORT = 29599
 # Workers in these tests give up quickly instead of after the stand-ins' default 20 s.
@@ -62,44 +62,6 @@ def vllm_rank(rank: int, nnodes: int, head: Node) -> list[str]:
     return argv + ["--headless"] if rank else argv
 
 
-def http_get(url: str) -> tuple[int, bytes]:
-    # No proxies: the lab's addresses are reached directly, never through a proxy from the env.
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-    try:
-        with opener.open(url, timeout=3) as resp:
-            return resp.status, resp.read()
-    except urllib.error.HTTPError as err:
-        return err.code, err.read()
-
-
-def wait_log(lab: Lab, node: Node, name: str, text: str, timeout: float) -> str:
-    """Wait (bounded) until the container's log (stdout and stderr) holds text; return the log."""
-    deadline = time.monotonic() + timeout
-    while True:
-        out = lab.docker(node, "logs", name)
-        if text in out.stdout + out.stderr:
-            return out.stdout + out.stderr
-        if time.monotonic() > deadline:
-            pytest.fail(f"{node.name}: no {text!r} in the log of {name} within {timeout:.0f}s:\n{out.stdout}{out.stderr}")
-        time.sleep(0.5)
-
-
-def wait_http(url: str, timeout: float = HTTP_TIMEOUT) -> bytes:
-    """Poll url until it answers 200 (bounded); return the body."""
-    deadline = time.monotonic() + timeout
-    last: object = None
-    while time.monotonic() < deadline:
-        try:
-            status, body = http_get(url)
-            if status == 200:
-                return body
-            last = status
-        except OSError as err:
-            last = err
-        time.sleep(0.5)
-    pytest.fail(f"{url} did not answer 200 within {timeout:.0f}s (last: {last})")
-
-
 def wait_exit(lab: Lab, node: Node, container: str, timeout: float = 60) -> int:
     """Wait until a container has exited (bounded) and return its exit code."""
     out = lab.docker(node, "wait", container, timeout=timeout).stdout
@@ -112,14 +74,6 @@ def inspect(lab: Lab, node: Node, container: str) -> dict:
 
 def compose(lab: Lab, node: Node, file: Path, *args: str):
     return lab.docker(node, "compose", "-f", str(file), *args, timeout=180)
-
-
-def run_detached(lab: Lab, node: Node, name: str, argv: list[str],
-                 env: dict[str, str] | None = None, image: str = IMAGE) -> str:
-    """Start a container of the engine image (or `image`) with host networking; return its name."""
-    flags = [f"--env={k}={v}" for k, v in (env or {}).items()]
-    lab.docker(node, "run", "-d", "--name", name, "--network", "host", *flags, image, *argv)
-    return name
 
 
 def models_of(body: bytes) -> list[str]:

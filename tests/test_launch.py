@@ -23,24 +23,8 @@ import yaml
 from click.testing import CliRunner
 
 from generator.cli import main
-from watchwords import without_watch
-
-CLUSTER = """\
-name = "duo"
-user = "spark"
-gpu = "nvidia"
-rdma = false
-ray_join_timeout = "3s"
-[[nodes]]
-name = "n1"
-address = "10.0.0.1"
-context = "n1"
-[[nodes]]
-name = "n2"
-address = "10.0.0.2"
-context = "n2"
-env = { NCCL_SOCKET_IFNAME = "eth9" }
-"""
+from helpers.watchwords import without_watch
+from helpers.launch import CLUSTER, build  # noqa: F401 - moved to tests/helpers/
 
 
 def project(tmp_path: Path, recipe: str, mods: dict[str, dict[str, str]] | None = None) -> Path:
@@ -54,15 +38,6 @@ def project(tmp_path: Path, recipe: str, mods: dict[str, dict[str, str]] | None 
         for rel, text in files.items():
             (mod / rel).write_text(text)
     return tmp_path
-
-
-def build(root: Path):
-    previous = Path.cwd()
-    os.chdir(root)
-    try:
-        return CliRunner().invoke(main, ["build"], catch_exceptions=False)
-    finally:
-        os.chdir(previous)
 
 
 def compose(root: Path, node: str) -> dict:

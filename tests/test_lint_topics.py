@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from generator.write.verify import read_yaml
-from test_lint import CLUSTER, ROOT, findings, run, tmp_recipe, validate
+from helpers.lint import CLUSTER, ROOT, findings, run, tmp_recipe, validate
 
 # --- flag-arity and bad-json -------------------------------------------------------------------------------------
 

@@ -20,7 +20,7 @@ import pytest
 
 from generator.deploy.names import container_name
 from lab import IMAGE, Lab
-from test_deploy_lab import SERVED, containers, models, project, run, vllm_recipe  # noqa: F401 - project: fixture
+from helpers.deploylab import SERVED, containers, models, project, run, vllm_recipe  # noqa: F401 - project: fixture
 
 pytestmark = pytest.mark.lab
 

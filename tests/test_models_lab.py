@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from lab import IMAGE, Lab
-from test_cli_safety import interruptible  # Ctrl-C reaches the child however this run started
+from helpers.clisafety import interruptible  # Ctrl-C reaches the child however this run started
 
 pytestmark = pytest.mark.lab
 

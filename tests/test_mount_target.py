@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from generator.write.verify import read_yaml
-from test_lint import CLUSTER, findings, validate
+from helpers.lint import CLUSTER, findings, validate
 
 BASE = 'engine = "vllm"\ndocker_image = "vllm/vllm-openai:v0.34.0"\nmodel = "Qwen/Qwen3-32B"\n'
 RAY = BASE + 'required_nodes = 2\npipeline_parallel_size = 2\ndistributed_backend = "ray"\n'

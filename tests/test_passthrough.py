@@ -30,8 +30,8 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from generator.check.secrets import SECRET_VALUE, secret_name  # the `secret` rule's patterns: its refusals are filtered
-from test_golden import compose_binary, compose_env, recipegen
-from watchwords import service_argv, without_watch
+from helpers.golden import compose_binary, compose_env, recipegen
+from helpers.watchwords import service_argv, without_watch
 
 # What the lint rules reject on purpose (docs/recipe-format.md: "the compiler owns ... a recipe that sets one is an error").
 OWNED_VLLM = {"--model", "--tensor-parallel-size", "-tp", "--pipeline-parallel-size", "-pp",

@@ -28,35 +28,12 @@ from generator.cluster.probe.read import image_candidates
 from generator.cluster.probe.render import render_cluster
 from generator.cluster.probe.write import write_atomic
 from generator.resolve.load import load_cluster
+from helpers.probe import FIXTURES, sections, spark, write  # noqa: F401 - moved to tests/helpers/
 
-FIXTURES = Path(__file__).parent / "fixtures" / "probe"
 SPARK_PORTS = ["enP2p1s0f0np0", "enP2p1s0f1np1", "enp1s0f0np0", "enp1s0f1np1"]
 LAB_IP_ADDR = """1: lo    inet 127.0.0.1/8 scope host lo\\       valid_lft forever preferred_lft forever
 304: eth0    inet 10.213.3.11/24 scope global eth0\\       valid_lft forever preferred_lft forever
 """
-
-
-def sections(node: str) -> dict[str, str]:
-    return {f.name: f.read_text() for f in (FIXTURES / node).iterdir()
-            if f.name not in ("docker_info.json", "nvidia_smi")}
-
-
-def spark(node: str, drop: tuple[str, ...] = ()) -> NodeFacts:
-    d = FIXTURES / node
-    info = json.loads((d / "docker_info.json").read_text())
-    gpu = GpuInfo("nvidia", parse_nvidia_smi((d / "nvidia_smi").read_text()), sorted(info["Runtimes"]),
-                  info["CDISpecDirs"])
-    raw = {k: v for k, v in sections(node).items() if k not in drop}
-    facts = facts_from_sections(raw, node, info, gpu)
-    facts.endpoint = f"ssh://spark@{node}.local"
-    facts.memlock_ok = True
-    return facts
-
-
-def write(tmp_path: Path, proposal: Proposal) -> Path:
-    path = tmp_path / "cluster.toml"
-    path.write_text(render_cluster(proposal))
-    return path
 
 
 # --- parsing --------------------------------------------------------------------------------------------

@@ -16,7 +16,7 @@ from click.testing import CliRunner
 
 from generator.cli import main
 from generator.engines import rayoptions
-from test_launch import CLUSTER, build
+from helpers.launch import CLUSTER, build
 
 # `head_only_flags` in ray/scripts/scripts.py (`start`), Ray 2.60.0: read by hand, not from the data file.
 HEAD_ONLY = {"--port", "--redis-shard-ports", "--include-dashboard"}

@@ -35,11 +35,42 @@ def _blocks(text: str, lang: str) -> list[str]:
 
 
 def test_the_two_fresh_machine_commands_are_exact() -> None:
-    commands = [line for block in _blocks(_section("## Fresh machine"), "sh") for line in block.splitlines()
-                if line and not line.startswith("#")]
-    assert commands[:2] == ["python3 -m pip install -e . && recipegen build",
-                            "python3 -m pip install -e '.[test]' && python3 -m pytest -q"], commands
+    """A clone line and the venv come first (Debian's system pip refuses with externally-managed-environment),
+    then the two commands, exactly."""
+    commands = [line.split("  #")[0].rstrip() for block in _blocks(_section("## Fresh machine"), "sh")
+                for line in block.splitlines() if line and not line.startswith("#")]
+    assert commands[0].startswith("git clone ") and commands[0].endswith(" recipegen && cd recipegen"), commands
+    assert commands[1] == "python3 -m venv .venv && . .venv/bin/activate", commands
+    assert commands[2:4] == ["python3 -m pip install -e . && recipegen build",
+                             "python3 -m pip install -e '.[test]' && python3 -m pytest -q"], commands
     assert "python3 -m pytest -q" in (ROOT / ".ci" / "run").read_text("utf-8")
+
+
+def test_the_readme_spells_the_router_url_as_the_generated_files_do() -> None:
+    """One URL: the one the router's compose file gives clients (the node's management name, which `up` and `ps`
+    print too), not the fabric address."""
+    header = (ROOT / "out" / "_router" / "spark1" / "compose.yaml").read_text("utf-8")
+    url = re.search(r"Clients use (http://\S+/v1)", header)
+    assert url and url[1] == "http://spark1.local:4000/v1", header[:400]
+    urls = set(re.findall(r"http://[\w.-]+:4000/v1", README))
+    assert urls == {url[1]}, urls
+
+
+def test_the_readme_says_why_recipegen_in_lines_a_reader_can_check() -> None:
+    section = _section("## Why recipegen")
+    assert "eugr" in section and "sparkrun" in section
+    links = re.findall(r"\]\((docs/[^)#]+)\)", section)
+    assert links and all((ROOT / link).is_file() for link in links), links
+    bullets = [line for line in section.splitlines() if line.startswith("- ")]
+    assert 3 <= len(bullets) <= 6, bullets
+    import click
+
+    from generator.cli import main
+
+    named = set(re.findall(r"`(?:recipegen )?(\w+)`", section)) & {"validate", "fit", "doctor", "up", "import"}
+    assert named == {"validate", "fit", "doctor", "up", "import"}, named
+    assert all(main.get_command(click.Context(main), name) is not None for name in named)
+    assert "docker compose" in section and "compose.yaml" in section
 
 
 def test_the_readme_says_the_test_command_starts_the_lab_and_how_to_leave_it_out() -> None:
@@ -156,3 +187,9 @@ def test_each_reference_page_has_a_table_of_contents(name: str) -> None:
     listed = re.findall(r"^\s*- \[.*?\]\(#([^)]+)\)$", toc, re.M)
     sections = [_slug(m[1]) for m in re.finditer(r"^## (.*)$", re.sub(r"```.*?```", "", text, flags=re.S), re.M)]
     assert listed and set(sections) <= set(listed), f"docs/{name}: the contents miss {set(sections) - set(listed)}"
+
+
+def test_the_tests_page_counts_the_peer_cases_in_the_tree() -> None:
+    cases = len(list((ROOT / "tests" / "peers").glob("*/peer.json")))
+    stated = re.search(r"`tests/peers/`: (\d+) cases", (DOCS / "tests.md").read_text("utf-8"))
+    assert stated and int(stated[1]) == cases, (stated and stated[1], cases)

@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 
 from lab import LAB_MEMLOCK, Lab, tinymodel
-from test_deploy_lab import containers, run
+from helpers.deploylab import containers, run
 
 pytestmark = pytest.mark.lab
 
@@ -125,7 +125,7 @@ def test_tp2_smoke_passes_with_the_same_answer(tp2, lab: Lab):
 
 
 def test_tp2_bench_quick_writes_llama_benchys_results_from_the_real_engine(tp2, lab: Lab, tmp_path: Path):
-    from test_serve_lab import needs_llama_benchy
+    from helpers.serve import needs_llama_benchy
 
     needs_llama_benchy()
     root, up = tp2

@@ -18,34 +18,11 @@ from typing import Iterator
 import pytest
 import yaml
 
-from routerkit import StandIn, chat, free_port, haproxy_binary, request, start_haproxy, wait_listening
-from test_golden import GOLDEN, REPO, recipegen, snapshot, write_project
+from helpers.routerkit import StandIn, chat, free_port, need_haproxy, request, start_haproxy, wait_listening
+from helpers.golden import GOLDEN, REPO, recipegen, snapshot, write_project
+from helpers.routerproject import CLUSTER, recipe, router_table, serving  # noqa: F401 - moved to tests/helpers/
 
 CASE = GOLDEN / "router"
-
-CLUSTER = """name = "loop"
-gpu = "none"
-rdma = false
-[[nodes]]
-name = "a"
-address = "127.0.0.1"
-context = "a"
-[[nodes]]
-name = "b"
-address = "127.0.0.2"
-context = "b"
-"""
-
-
-def recipe(model: str, node: str, *args: str) -> str:
-    words = ", ".join(json.dumps(a) for a in args)
-    return (f'engine = "vllm"\ndocker_image = "vllm/vllm-openai:v0.11.0"\nmodel = "{model}"\n'
-            f'nodes = ["{node}"]\nargs = [{words}]\n')
-
-
-def router_table(**keys: object) -> str:
-    lines = ["", "[router]"] + [f"{k} = {json.dumps(v)}" for k, v in {"nodes": ["a"], **keys}.items()]
-    return "\n".join(lines) + "\n"
 
 
 def generated_configs() -> list[Path]:
@@ -54,10 +31,19 @@ def generated_configs() -> list[Path]:
 
 # --- what build writes ----------------------------------------------------------------------------------------------
 
-def test_golden_case_routes_every_served_name():
+@pytest.fixture(scope="module")
+def fresh(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """out/_router/ of the golden case built now (the properties are the compiler's, not the recorded files')."""
+    project = tmp_path_factory.mktemp("router-case") / "p"
+    shutil.copytree(CASE, project, ignore=shutil.ignore_patterns("expected"))
+    assert recipegen(project, "build").exit_code == 0
+    return project / "out" / "_router"
+
+
+def test_golden_case_routes_every_served_name(fresh: Path):
     """Each served name (--served-model-name and its aliases, `=` form too, else the model) goes to its recipe's
     head address and port; the recipe left out of the router's list is not routed."""
-    config = (CASE / "expected" / "_router" / "haproxy.cfg").read_text("utf-8")
+    config = (fresh / "haproxy.cfg").read_text("utf-8")
     routes = {line.split()[1]: line for line in config.splitlines() if line.strip().startswith("use_backend recipe_")}
     assert set(routes) == {"recipe_qwen3-coder", "recipe_glm-air", "recipe_small-model"}
     assert "'qwen3-coder' 'qwen3-coder-30b'" in routes["recipe_qwen3-coder"]
@@ -72,8 +58,8 @@ def test_golden_case_routes_every_served_name():
     assert [m["id"] for m in models["data"]] == ["qwen3-coder", "qwen3-coder-30b", "glm-4.5-air", "Qwen/Qwen3-0.6B"]
 
 
-def test_haproxy_settings_the_issue_asks_for():
-    config = (CASE / "expected" / "_router" / "haproxy.cfg").read_text("utf-8")
+def test_haproxy_settings_the_issue_asks_for(fresh: Path):
+    config = (fresh / "haproxy.cfg").read_text("utf-8")
     for needed in ("option http-buffer-request", "option http-no-delay", "json_query('$.model')",
                    "tune.bufsize 4259840"):  # max_body 4m + 64 KiB of headers
         assert needed in config, needed
@@ -86,14 +72,14 @@ def test_haproxy_settings_the_issue_asks_for():
     assert "option httpchk GET /health\n    http-check expect status 200" in backends["recipe_small-model"]
 
 
-def test_compose_file_carries_the_config_and_no_key(tmp_path: Path):
-    compose = yaml.safe_load((CASE / "expected" / "_router" / "spark1" / "compose.yaml").read_text("utf-8"))
-    config = (CASE / "expected" / "_router" / "haproxy.cfg").read_text("utf-8")
+def test_compose_file_carries_the_config_and_no_key(fresh: Path):
+    compose = yaml.safe_load((fresh / "spark1" / "compose.yaml").read_text("utf-8"))
+    config = (fresh / "haproxy.cfg").read_text("utf-8")
     assert compose["configs"]["haproxy.cfg"]["content"].replace("$$", "$") == config
     service = compose["services"]["router"]
     assert service["network_mode"] == "host"
     assert service["environment"] == {"RECIPEGEN_ROUTER_API_KEY": None}  # from the deploying shell, never a value
-    stack = yaml.safe_load((CASE / "expected" / "_router" / "stack.yaml").read_text("utf-8"))
+    stack = yaml.safe_load((fresh / "stack.yaml").read_text("utf-8"))
     assert stack["configs"]["haproxy.cfg"]["file"] == "./haproxy.cfg"
     assert stack["services"]["router-spark1"]["deploy"]["placement"]["constraints"] == [
         "node.labels.recipegen.node == spark1"]
@@ -224,10 +210,7 @@ def test_a_listed_recipe_the_project_lacks_is_a_warning(tmp_path: Path):
 
 @pytest.fixture(scope="module")
 def haproxy() -> str:
-    binary = haproxy_binary()
-    if binary is None:
-        pytest.fail("haproxy is missing: apt-get install haproxy (.ci/run installs it)")
-    return binary
+    return need_haproxy()
 
 
 @pytest.mark.parametrize("path", generated_configs(), ids=lambda p: p.relative_to(REPO).as_posix())
@@ -236,30 +219,6 @@ def test_haproxy_accepts_the_config(path: Path, haproxy: str):
     run = subprocess.run([haproxy, "-c", "-f", str(path)], capture_output=True, text=True, timeout=30)
     assert run.returncode == 0, run.stdout + run.stderr
     assert "WARNING" not in run.stdout + run.stderr, run.stdout + run.stderr
-
-
-@contextlib.contextmanager
-def serving(folder: Path, hosts: dict[str, str], key: str = "") -> Iterator[tuple[Path, int, dict[str, StandIn]]]:
-    """A project whose recipes (one per model: its head's host) sit behind a built router, their stand-in heads
-    and the router running (haproxy on the generated config, `key` as the API key): (project, port, heads)."""
-    nodes = {"127.0.0.1": "a", "127.0.0.2": "b"}
-    ports = {model: free_port(host) for model, host in hosts.items()}
-    router = free_port()
-    project = write_project(folder, CLUSTER + router_table(port=router, health_interval="200ms"), {
-        model: recipe(f"org/{model}", nodes[host], "--served-model-name", model, "--port", str(ports[model]))
-        for model, host in hosts.items()})
-    assert recipegen(project, "build").exit_code == 0
-    heads = {model: StandIn(host, ports[model], model).start() for model, host in hosts.items()}
-    proc = start_haproxy(project / "out" / "_router" / "haproxy.cfg", {"RECIPEGEN_ROUTER_API_KEY": key})
-    try:
-        wait_listening("127.0.0.1", router)
-        time.sleep(0.6)  # health checks every 200 ms, two to change a server's state
-        yield project, router, heads
-    finally:
-        proc.kill()
-        proc.wait(timeout=10)
-        for head in heads.values():
-            head.stop()
 
 
 @pytest.fixture

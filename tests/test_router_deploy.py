@@ -15,8 +15,8 @@ from generator.deploy.backends.router import Applied, RouterDeployment
 from generator.deploy.probe import probe
 from generator.deploy.router import router_from_out, status, wait_backend
 from generator.resolve.load import load_cluster
-from test_golden import recipegen, write_project
-from test_router import CLUSTER, recipe, serving
+from helpers.golden import recipegen, write_project
+from helpers.routerproject import CLUSTER, recipe, serving
 
 
 class FakeRouterBackend:

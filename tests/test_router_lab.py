@@ -24,8 +24,8 @@ from pathlib import Path
 import pytest
 
 from lab import Lab, routerimage
-from routerkit import Answer, chat, request, wait_listening
-from test_deploy_lab import IMAGE, MODEL, put_model, run
+from helpers.routerkit import Answer, chat, request, wait_listening
+from helpers.deploylab import IMAGE, MODEL, put_model, run
 
 pytestmark = pytest.mark.lab
 

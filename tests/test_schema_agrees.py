@@ -28,7 +28,7 @@ from hypothesis import strategies as st
 from generator.read import units
 from generator.read.schemas import CONTAINER_ROOT, EDITORS_ONLY, FORMATS, NUL, schema
 from generator.validate import file_kind
-from test_corpus import run_inprocess
+from helpers.corpus import run_inprocess
 
 ROOT = Path(__file__).resolve().parent.parent
 FORMAT_CHECKS = {"docker-size": lambda v: units.size_bytes(v) is not None, "docker-log-size": units.log_size_ok,
@@ -182,7 +182,7 @@ def test_the_hostile_values_validate_accepts_the_schema_accepts(tmp_path: Path) 
     """The other direction on the hostile-values corpus (tests/test_hostile_values.py): what validate accepts and
     Compose reads (`1ns` as a stop grace period, `2µs`, `"unlimited"` ulimits, date-like strings) the editors
     accept too."""
-    from test_hostile_values import ACCEPTED, cluster_text, recipe_text
+    from helpers.hostile import ACCEPTED, cluster_text, recipe_text
 
     refused = []
     for i, (recipe_line, cluster_line) in enumerate(ACCEPTED):

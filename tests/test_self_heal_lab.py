@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from lab import Lab
-from test_deploy_lab import SERVED, containers, models, project, run, vllm_recipe  # noqa: F401 - project: the fixture
-from test_ray_lab import HEAD_ONLY, ray_project
+from helpers.deploylab import SERVED, containers, models, project, run, vllm_recipe  # noqa: F401 - project: the fixture
+from helpers.raylab import HEAD_ONLY, ray_project
 
 pytestmark = pytest.mark.lab
 

@@ -15,8 +15,9 @@ import pytest
 
 from lab import Lab
 from generator.deploy.probe import probe
-from test_deploy_lab import (MODEL, SERVED, containers, project, run, sglang_recipe,  # noqa: F401 - project:
+from helpers.deploylab import (MODEL, SERVED, containers, project, run, sglang_recipe,  # noqa: F401 - project:
                              vllm_recipe)  # the fixture
+from helpers.serve import needs_llama_benchy, word_level_tokenizer  # noqa: F401 - moved to tests/helpers/
 
 pytestmark = pytest.mark.lab
 
@@ -67,30 +68,6 @@ def test_a_head_whose_completions_fail_fails_up_with_the_error_and_its_logs_and_
     assert "nothing of it runs on any node" in up.stderr
     for node in lab.nodes[:2]:
         assert containers(lab, node, "broken") == []
-
-
-def needs_llama_benchy() -> None:
-    """The bench extra; in CI (which installs `.[test]`, including it) its absence is a failure, not a skip."""
-    import importlib.util
-    import os
-
-    if importlib.util.find_spec("llama_benchy") is None:
-        why = "llama-benchy is not installed (pip install -e '.[bench]')"
-        if os.environ.get("CI"):
-            pytest.fail(why)
-        pytest.skip(why)
-
-
-def word_level_tokenizer(text: str, path: Path) -> Path:
-    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
-
-    tokenizer = Tokenizer(models.WordLevel(unk_token="[UNK]"))
-    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
-    # llama-benchy's warm-up and coherence prompts are counted with it too
-    extra = "Warmup . What is the capital of France ? Please reply with one word only"
-    tokenizer.train_from_iterator([text, extra], trainers.WordLevelTrainer(special_tokens=["[UNK]"]))
-    tokenizer.save(str(path))
-    return path
 
 
 def test_bench_offline_writes_results_near_the_engines_rate_then_compares(project, clean_lab: Lab, tmp_path: Path):

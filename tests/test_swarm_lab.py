@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from lab import IMAGE, Lab
-from test_deploy_lab import SERVED, containers, models, put_model, run, vllm_recipe
+from helpers.deploylab import SERVED, containers, models, put_model, run, vllm_recipe
 
 pytestmark = pytest.mark.lab
 

@@ -18,7 +18,7 @@ import pytest
 
 from generator.diagnostics import RecipegenError
 from generator.read.tomldoc import parse_toml
-from test_corpus import Expect, assert_expected, run_inprocess
+from helpers.corpus import Expect, assert_expected, run_inprocess
 
 # (TOML line, the key recipegen names, whether the spec allows it)
 INTEGERS = [

@@ -346,7 +346,7 @@ def test_scan_reports_an_unwritable_cache() -> None:
     import shutil
     import tempfile
 
-    from unprivileged import drop_root, open_to_all
+    from helpers.unprivileged import drop_root, interpreter, open_to_all
 
     base = Path(tempfile.mkdtemp(prefix="recipegen-scan-"))  # not tmp_path: its 0700 base stops another user
     try:
@@ -358,8 +358,11 @@ def test_scan_reports_an_unwritable_cache() -> None:
         agent = base / "agent.py"
         shutil.copyfile(AGENT, agent)
         open_to_all(agent)
-        command = [sys.executable, str(agent), "scan", str(cache), REPO]
-        command = [*(drop_root("test_scan_reports_an_unwritable_cache") or []), *command]
+        as_user = drop_root("test_scan_reports_an_unwritable_cache")
+        # The venv's own python may lie in the checkout: the user runs its base interpreter (the agent needs only
+        # the standard library).
+        python = sys.executable if as_user is None else str(interpreter())
+        command = [*(as_user or []), python, str(agent), "scan", str(cache), REPO]
         done = subprocess.run(command, capture_output=True, check=True, cwd=base)
         found = json.loads(done.stdout)
     finally:

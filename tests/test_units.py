@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from generator.read.units import human_size, log_size_ok, size_bytes, start_period_ok
-from test_golden import compose_binary, compose_env
+from helpers.golden import compose_binary, compose_env
 
 SIZES = ["32g", "32G", "32gb", "32GiB", "32 GiB", "32 gb", "110GiB", "1.5t", "0.5k", ".5g", "1.", "1e3k", "+5",
          "5", "5b", "5B", "5 b", "1 ", "100M", "100MB", "100mib", "8191p", "0x1p4", "0X10P-2k",

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from lab import Lab
-from test_deploy_lab import containers, project, run, vllm_recipe  # noqa: F401 - project is a fixture
+from helpers.deploylab import containers, project, run, vllm_recipe  # noqa: F401 - project is a fixture
 
 OLD = "2.20.3"
 # .ci/run downloads the wheel here (RECIPEGEN_OLD_COMPOSE overrides the folder).

@@ -21,7 +21,7 @@ import yaml
 
 from lab import tinymodel, vllmimage
 from lab.image import PYTHON
-from watchwords import service_argv
+from helpers.watchwords import service_argv
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "cpu"

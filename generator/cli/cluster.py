@@ -8,6 +8,8 @@ from pathlib import Path
 
 import click
 
+from generator.deploy.findings import Finding
+
 from generator.cli.compile import cluster_option, inputs
 from generator.cli.hold import holding, lock_wait_option
 from generator.cli.table import table as _table
@@ -93,7 +95,7 @@ def cluster_probe(contexts: tuple[str, ...], write_path: Path | None, force: boo
         sys.exit(1)
     run = probe_cluster(list(contexts), name, user, hf_cache, image, timeout, write_path or Path("cluster.toml"))
     for f in run.failures:
-        click.echo(f"{f.node}: probe failed: {f.message}", err=True)
+        click.echo(f"{f.node}: probe failed: {_probe_failure(f)}", err=True)
     if run.failures or run.proposal is None:
         click.echo(f"could not probe {len(run.failures)} of {len(contexts)} node(s); nothing proposed", err=True)
         sys.exit(1)
@@ -119,6 +121,17 @@ def cluster_probe(contexts: tuple[str, ...], write_path: Path | None, force: boo
         sys.exit(1)
     click.echo(f"{display_path(write_path)}: written ({len(run.facts)} node(s)); check it with "
                f"`recipegen doctor --cluster {display_path(write_path)}`")
+
+
+def _probe_failure(failure: Finding) -> str:
+    """Why a node could not be probed; for a context that does not exist, how to make it (probe needs one per
+    node before any cluster file exists, so `recipegen contexts --create` cannot help yet)."""
+    from generator.deploy import findings as codes
+
+    if failure.code != codes.CONTEXT_MISSING:
+        return failure.message
+    return (f"context '{failure.node}' does not answer: no such context on this machine; make it with "
+            f"`docker context create {failure.node} --docker host=ssh://USER@HOST` (the Spark's login and address)")
 
 
 @click.command()

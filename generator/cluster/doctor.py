@@ -2,7 +2,7 @@
 
 Per node (all at once, each bounded in time): the context answers; the node's fabric address is on the interface
 its NCCL_SOCKET_IFNAME names, which exists and is up; the other fabric names exist; RDMA devices and the GID
-index; the GPU runtime; the memlock ulimit. Across nodes: one subnet; every node reaches every other at its
+index; the GPU runtime; the memlock ulimit; a kernel known to break the cluster; the memory free now (hosts.py). Across nodes: one subnet; every node reaches every other at its
 fabric address (a listener container on one node, a connector container on the other: TCP, bounded).
 Each finding carries its fix.
 """
@@ -15,6 +15,7 @@ from typing import Callable
 
 from generator.cluster.probe import NodeFacts, ProbeError, exclusion, gather, gid_index
 from generator.cluster.probe.facts import Interface
+from generator.cluster.hosts import host_findings
 from generator.cluster.probe.proposal import FABRIC_VARS
 from generator.cluster.reach import check_reach
 from generator.deploy import findings as codes
@@ -229,7 +230,7 @@ def doctor(cluster: Cluster, image: str | None = None, timeout: float = 60, reac
         old = engine_finding(node.name, strictest, f.engine)
         if old:
             found.append(old)
-        return f, found + check_node(cluster, node, f)
+        return f, found + host_findings(cluster, node, f) + check_node(cluster, node, f)
 
     results = each(list(cluster.nodes), look)
     facts: dict[str, NodeFacts] = {}

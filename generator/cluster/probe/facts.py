@@ -71,6 +71,9 @@ class NodeFacts:
     memlock_hard: int | None = None  # bytes; -1 unlimited
     memlock_ok: bool | None = None  # a container with the trial memlock (-1 when probing) started; None: not tried
     engine: str = ""  # docker server version
+    kernel: str = ""  # docker info's KernelVersion (uname -r of the node)
+    mem_total: int | None = None  # bytes, /proc/meminfo's MemTotal
+    mem_available: int | None = None  # bytes, /proc/meminfo's MemAvailable: what a new engine can have now
     endpoint: str = ""  # the context's docker endpoint
     image: str = ""  # the image the probe ran
     notes: list[str] = field(default_factory=list)

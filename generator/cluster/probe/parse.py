@@ -217,6 +217,20 @@ def facts_from_sections(sections: dict[str, str], context: str = "", info: dict[
     for dev, netdevs in parse_infiniband(sections.get("infiniband", "")).items():
         facts.rdma[dev] = RdmaDevice(dev, netdevs, gids.get(dev, {}))
     facts.memlock_hard = parse_memlock(sections.get("limits", ""))
+    meminfo = parse_meminfo(sections.get("meminfo", ""))
+    facts.mem_total, facts.mem_available = meminfo.get("MemTotal"), meminfo.get("MemAvailable")
     if info:
         facts.engine = str(info.get("ServerVersion", ""))
+        facts.kernel = str(info.get("KernelVersion", ""))
     return facts
+
+
+def parse_meminfo(text: str) -> dict[str, int]:
+    """/proc/meminfo ("MemAvailable:   117440512 kB") into {name: bytes}; lines of another shape are skipped."""
+    out = {}
+    for line in text.splitlines():
+        name, _, rest = line.partition(":")
+        fields = rest.split()
+        if fields and fields[0].isdigit():
+            out[name.strip()] = int(fields[0]) * (1024 if fields[1:] == ["kB"] else 1)
+    return out

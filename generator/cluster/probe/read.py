@@ -16,7 +16,8 @@ from generator.cluster.probe.parse import facts_from_sections, parse_nvidia_smi,
 
 LABEL = "recipegen.probe=1"
 
-# What the probe container runs: only sh builtins, cat and ls. Each section starts with a marker line.
+# What the probe container runs: only sh builtins, cat and ls. Each section starts with a marker line. /proc/meminfo
+# is the host's: Docker does not scope it to the container.
 SCRIPT = r"""
 s() { echo "@@recipegen:$1@@"; }
 s hostname; cat /proc/sys/kernel/hostname
@@ -36,6 +37,7 @@ for f in /sys/class/infiniband/*/ports/*/gids/[0-9] /sys/class/infiniband/*/port
   /sys/class/infiniband/*/ports/*/gid_attrs/types/[0-9] /sys/class/infiniband/*/ports/*/gid_attrs/types/1[0-5]; do
   [ -e "$f" ] && { printf '%s:' "$f"; cat "$f" 2>/dev/null || echo; }; done
 s limits; cat /proc/self/limits
+s meminfo; cat /proc/meminfo
 s end
 """
 GPU_SCRIPT = ('nvidia-smi -L 2>&1 || echo "nvidia-smi: not available in this image"; '
