@@ -16,9 +16,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from generator.cli import main
+from helpers.importing import PEERS, ROOT, run, tree, write  # noqa: F401 - moved to tests/helpers/
 
-ROOT = Path(__file__).resolve().parent.parent
-PEERS = ROOT / "tests" / "peers"
 ORIGINALS = sorted((c, json.loads((c / "peer.json").read_text())["original"]["file"]) for c in PEERS.iterdir()
                    if (c / "peer.json").is_file() and "original" in json.loads((c / "peer.json").read_text()))
 
@@ -33,27 +32,10 @@ def project(tmp_path: Path, monkeypatch) -> Path:
     return tmp_path
 
 
-def run(*args: str):
-    result = CliRunner().invoke(main, list(args))
-    assert result.exception is None or isinstance(result.exception, SystemExit), result.output
-    assert "Traceback" not in result.output
-    return result
-
-
 def peer_home(monkeypatch, case: Path, copied: Path) -> None:
     """HOME as the case says (its home/ holds sparkrun's checkout of eugr's registry), else an empty one."""
     original = json.loads((case / "peer.json").read_text())["original"]
     monkeypatch.setenv("HOME", str(copied / original["home"]) if "home" in original else str(copied / ".no-home"))
-
-
-def tree(root: Path) -> dict[str, bytes]:
-    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
-
-
-def write(path: Path, text: str) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
-    return path
 
 
 @pytest.mark.parametrize("folder,original", ORIGINALS, ids=[c.name for c, _ in ORIGINALS])
@@ -153,7 +135,6 @@ def test_eugr_renders_with_str_format_and_runs_without_ray_by_default(project):
                                     for p in (".cache/vllm", ".cache/flashinfer", ".triton", ".tilelang")]
     assert "eugr/spark-vllm-docker @013cd2ea" in result.stdout.splitlines()[1]  # the header names the commit
     assert "warning[not-carried]: build_args:" in result.stderr and "e.yaml:4:" in result.stderr
-
 
 
 def test_eugr_solo_run_gets_the_launchers_variables_too(project):

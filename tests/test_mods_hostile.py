@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from test_golden import snapshot
-from test_import import PEERS, ROOT, run, tree, write
-from test_mods_image import SMALL, build, compose, project
+from helpers.golden import snapshot
+from helpers.importing import PEERS, ROOT, run, tree, write
+from helpers.modsimage import SMALL, build, compose, project
 
 
 @pytest.fixture

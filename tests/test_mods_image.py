@@ -10,43 +10,10 @@ import pytest
 from click.testing import CliRunner
 
 from generator.cli import main
-
-ROOT = Path(__file__).resolve().parent.parent
-CLUSTER = (ROOT / "tests" / "golden" / "mods-image" / "cluster.toml").read_text()
-RECIPE = '''engine = "vllm"
-docker_image = "nvcr.io/nvidia/vllm:25.10-py3"
-model = "org/model"
-required_nodes = 2
-tensor_parallel_size = 2
-mods = {mods}
-{extra}
-'''
+from helpers.modsimage import CLUSTER, RECIPE, ROOT, SMALL, build, compose, project  # noqa: F401 - moved to tests/helpers/
 
 
-def project(tmp: Path, files: dict[str, bytes], mods: str = '["mods/m"]', extra: str = "") -> Path:
-    (tmp / "recipes" / "r").mkdir(parents=True)
-    (tmp / "recipes" / "r" / "recipe.toml").write_text(RECIPE.format(mods=mods, extra=extra))
-    (tmp / "cluster.toml").write_text(CLUSTER)
-    for name, data in files.items():
-        path = tmp / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(data)
-    return tmp
-
-
-def build(root: Path, monkeypatch) -> tuple[int, str]:
-    monkeypatch.chdir(root)
-    result = CliRunner().invoke(main, ["build"])
-    assert "Traceback" not in result.output
-    return result.exit_code, result.output
-
-
-SMALL = {"recipes/r/mods/m/run.sh": b"#!/bin/sh\necho hi\n"}
 BINARY = {"recipes/r/mods/m/run.sh": b"#!/bin/sh\n", "recipes/r/mods/m/w.bin": b"\xff\xfe\x00" * 10}
-
-
-def compose(root: Path) -> str:
-    return (root / "out" / "r" / "spark1" / "compose.yaml").read_text()
 
 
 def test_a_small_text_mod_stays_inline_under_auto(tmp_path, monkeypatch):
@@ -108,7 +75,7 @@ def test_swarm_never_asks_a_registry_for_an_image_made_on_the_nodes(local, monke
     from generator.deploy.backends.swarm import SwarmBackend
 
     calls: list[tuple[str, ...]] = []
-    manager = SimpleNamespace(run=lambda *args, timeout: calls.append(args) or "")
+    manager = SimpleNamespace(run=lambda *args, timeout, env=None: calls.append(args) or "")
     monkeypatch.setattr(SwarmBackend, "manager", property(lambda self: manager))
     dep = SimpleNamespace(plan=SimpleNamespace(head=SimpleNamespace(local_image=local)), stack_file=Path("s.yaml"),
                           project="r", targets=[SimpleNamespace(name="spark1")])

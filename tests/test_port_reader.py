@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from generator.engines.ranks import port_number, port_problem
-from test_corpus import run_inprocess
-from test_golden import recipegen, snapshot
-from test_lint import findings
+from helpers.corpus import run_inprocess
+from helpers.golden import recipegen, snapshot
+from helpers.lint import findings
 
 RECIPE = ('engine = "vllm"\ndocker_image = "vllm/vllm-openai:v0.34.0"\nmodel = "Qwen/Qwen3-32B"\n'
           'args = ["--port", "{port}"]\n')

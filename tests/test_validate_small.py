@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from test_corpus import run_inprocess
-from test_lint import findings
+from helpers.corpus import run_inprocess
+from helpers.lint import findings
 
 RECIPE = ('engine = "vllm"\ndocker_image = "vllm/vllm-openai:v0.34.0"\nmodel = "Qwen/Qwen3-32B"\n'
           'args = ["--tensor-parallel-size", "2"]\n')
