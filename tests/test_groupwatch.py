@@ -419,3 +419,42 @@ def test_an_engine_that_refuses_the_probe_is_not_judged(tmp_path: Path):
     head.send_signal(signal.SIGTERM)
     status, _, err = finish(head)
     assert status == 143 and "wedge detection is off" in err, err
+
+
+# --- PID 1 reaps orphans ------------------------------------------------------------------------------------------
+
+ORPHANS = ("import subprocess, sys, time; "
+           "[subprocess.Popen([sys.executable, '-c', 'import os, sys; os.fork() or sys.exit(0); time = 0']) "
+           "for _ in range(5)]; print('engine up', flush=True); time.sleep(600)")
+
+
+def zombies_under(pid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if fields[0] == "Z" and int(fields[1]) == pid:
+            found.append(int(entry.name))
+    return found
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a PID namespace of its own needs root (unshare --pid)")
+def test_as_pid_1_the_watch_reaps_orphaned_zombies(tmp_path: Path):
+    """In a PID namespace of its own (as in a container) the watch is PID 1: the engine's helpers whose parent
+    ended are reparented to it, and it waits for them, so no zombie piles up; the engine itself runs on."""
+    argv = ["unshare", "--pid", "--fork", "--mount-proc", sys.executable, str(WATCH), "--rank", "0", "--ranks", "1",
+            "--node", "n0", "--head", "127.0.0.1", "--port", "1", "--limit", "5", "--window", "600", "--grace", "2",
+            "--state", str(tmp_path / "s.json"), "--group", "r:1", "--", sys.executable, "-c", ORPHANS]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    STARTED.append(proc)
+    assert proc.stdout is not None and "engine up" in proc.stdout.readline()
+    children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
+    watch = int(children[0])  # unshare's child: PID 1 inside
+    time.sleep(1)
+    deadline = time.time() + 15
+    while time.time() < deadline and zombies_under(watch):
+        time.sleep(0.5)
+    assert zombies_under(watch) == [], "orphaned zombies were not reaped"
+    os.killpg(proc.pid, signal.SIGTERM)
