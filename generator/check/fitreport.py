@@ -12,13 +12,14 @@ its activations and CUDA graphs live outside that share), --context-length, --ma
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from generator.check.registry import flags
 from generator.engines.memory import GIB, Extra, RankMemory, Settings, kv_per_token, per_rank
-from generator.engines.modelshape import ModelShape, ShapeError, model_shape, text_config
+from generator.engines.modelshape import COUNT_MAX, ModelShape, ShapeError, model_shape, text_config
 from generator.resolve.model import Cluster, NodeChoiceError, Origin, Recipe
 from generator.resolve.modelfiles import ModelFiles, NotFound, find_model, read_path
 
@@ -74,49 +75,76 @@ def _value(recipe: Recipe, key: str) -> tuple[str | None, Origin | None]:
 
 
 def _number(text: str | None) -> float | None:
-    """A number as vLLM's human_readable_int reads it: `32768`, `32k` (x1000), `32K` (x1024), `1m`, `1M`."""
+    """A number as vLLM's human_readable_int reads it: `32768`, `32k` (x1000), `32K` (x1024), `1m`, `1M`; None
+    when it is not one (or not finite: a 400-digit value is no memory size)."""
     if text is None:
         return None
-    match = re.fullmatch(r"(-?[0-9.]+)([kKmMgG]?)", text.strip())
+    match = re.fullmatch(r"(-?[0-9.]+(?:[eE][-+]?[0-9]+)?)([kKmMgG]?)", text.strip())
     if not match:
         return None
     unit = match[2]
     scale = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "K": 2**10, "M": 2**20, "G": 2**30}[unit]
     try:
-        return float(match[1]) * scale
+        value = float(match[1]) * scale
     except ValueError:
         return None
+    return value if math.isfinite(value) else None
+
+
+class SettingError(ValueError):
+    """A flag the estimate reads holds a value no engine would run with: the memory is not judged."""
+
+
+def _setting(recipe: Recipe, key: str, low: float, high: float, whole: bool = True) -> float | None:
+    """The flag's number, checked: from `low` to `high` (whole when `whole`); None when the recipe is silent."""
+    text = _value(recipe, key)[0]
+    if text is None:
+        return None
+    value = _number(text)
+    if value is None or not low <= value <= high or (whole and not value.is_integer()):
+        shown = text if len(text) <= 24 else text[:20] + "..."
+        kind = "a whole number" if whole else "a number"
+        raise SettingError(f"{_FLAGS[key][0 if recipe.engine == 'vllm' else 1]} {shown} is not {kind} from "
+                           f"{low:g} to {high:g}")
+    return value
 
 
 def settings_of(recipe: Recipe, cluster: Cluster | None, shape: ModelShape) -> tuple[Settings, str, Origin | None]:
+    """The engine's settings as the recipe gives them (SettingError: one the estimate cannot use)."""
     gpu = cluster.gpu_memory if cluster else Cluster.gpu_memory
     big = gpu >= 70 * GIB
     vllm = recipe.engine == "vllm"
-    util = _number(_value(recipe, "utilization")[0])
+    util = _setting(recipe, "utilization", 0.01, 1.0, whole=False)
     if util is None:
         util = 0.9 if vllm else (cluster.gpu_memory_ceiling if cluster else 0.9)
     text, length_origin = _value(recipe, "length")
-    length = _number(text)
-    if text is not None and text.strip().lower() == "auto":
-        length = -1
+    auto = text is not None and text.strip().lower() == "auto"
+    length = -1 if auto else _setting(recipe, "length", -1, COUNT_MAX)
     said = f"{_FLAGS['length'][0 if vllm else 1]} {text}" if text is not None else \
         f"the model's max_position_embeddings ({shape.max_position})"
-    seqs = _number(_value(recipe, "seqs")[0]) or (1024 if big else 256)
-    batched = _number(_value(recipe, "batched")[0]) or (8192 if big else 2048)
+    seqs = _setting(recipe, "seqs", 1, 1 << 31) or (1024 if big else 256)
+    batched = _setting(recipe, "batched", 1, COUNT_MAX) or (8192 if big else 2048)
     kv_dtype = _value(recipe, "kv_dtype")[0] or "auto"
-    explicit = _number(_kv_memory(recipe))
+    explicit = _kv_memory(recipe)
     settings = Settings(recipe.tensor_parallel_size, recipe.pipeline_parallel_size, gpu, util,
-                        int(length) if length is not None else shape.max_position, int(seqs), int(batched),
-                        kv_dtype, int(explicit) if explicit else None, _value(recipe, "eager")[0] is not None,
-                        int(_number(_value(recipe, "block")[0]) or 16))
+                        int(length) if length else shape.max_position, int(seqs), int(batched),
+                        kv_dtype, explicit, _value(recipe, "eager")[0] is not None,
+                        int(_setting(recipe, "block", 1, 1 << 20) or 16))
     return settings, said, length_origin
 
 
-def _kv_memory(recipe: Recipe) -> str | None:
+def _kv_memory(recipe: Recipe) -> int | None:
+    """--kv-cache-memory-bytes (vLLM only), checked: 1 byte to 1 PiB."""
     if recipe.engine != "vllm":
         return None
     groups = [g for g in flags(recipe) if g.flag == "--kv-cache-memory-bytes"]
-    return groups[-1].values[0] if groups and groups[-1].values else None
+    if not groups or not groups[-1].values:
+        return None
+    text = groups[-1].values[0]
+    value = _number(text)
+    if value is None or not 1 <= value <= 1 << 50:
+        raise SettingError(f"--kv-cache-memory-bytes {text[:20]} is not a size from 1 byte to 1 PiB")
+    return int(value)
 
 
 def _speculative(recipe: Recipe) -> dict[str, object] | None:
@@ -179,7 +207,10 @@ def report_from(recipe: Recipe, cluster: Cluster | None, files: ModelFiles) -> F
         shape = model_shape(files.config)
     except ShapeError as exc:
         return NotFound(f"{files.where}: {exc}")
-    settings, said, length_origin = settings_of(recipe, cluster, shape)
+    try:
+        settings, said, length_origin = settings_of(recipe, cluster, shape)
+    except SettingError as exc:
+        return NotFound(str(exc))
     estimated = shape.weights.total(shape.layers) - shape.weights.mtp
     weights = files.weights
     if weights is not None:

@@ -67,16 +67,32 @@ def text_config(config: dict[str, Any]) -> dict[str, Any]:
     return config
 
 
-def _int(cfg: dict[str, Any], *keys: str, default: int = 0) -> int:
-    for key in keys:
-        value = cfg.get(key)
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return int(value)
-    return default
-
-
 class ShapeError(ValueError):
-    """The config lacks what the estimate needs (it names the key)."""
+    """The config lacks what the estimate needs, or holds a number that is not one (it names the key)."""
+
+
+COUNT_MAX = 1 << 40  # no count in a model's shape (layers, widths, vocabulary, context) comes near this
+
+
+def count(value: object, key: str, default: int = 0, low: int = 0) -> int:
+    """A count from a model's file: an int (or a whole float) from `low` to 2^40; absent (None, false) gives the
+    default; anything else (a string, Infinity, 1e400, a 400-digit int, a negative) is a ShapeError naming it."""
+    if value is None or value is False:
+        return default
+    if isinstance(value, float) and value.is_integer() and abs(value) <= COUNT_MAX:
+        value = int(value)
+    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= COUNT_MAX:
+        shown = repr(value) if len(repr(value)) <= 24 else repr(value)[:20] + "..."
+        raise ShapeError(f"config.json: {key} is {shown}, not a count from {low} to 2^40")
+    return value
+
+
+def _int(cfg: dict[str, Any], *keys: str, default: int = 0) -> int:
+    """The first of `keys` the config holds, checked (count)."""
+    for key in keys:
+        if cfg.get(key) is not None and cfg.get(key) is not False:
+            return count(cfg[key], key, default)
+    return default
 
 
 def model_shape(config: dict[str, Any]) -> ModelShape:
@@ -100,10 +116,12 @@ def model_shape(config: dict[str, Any]) -> ModelShape:
     if window and not sliding and cfg.get("use_sliding_window"):
         sliding = layers  # Mistral-style: every layer slides
     ratios = cfg.get("compress_ratios")
+    if isinstance(ratios, list) and None in ratios[:layers]:
+        raise ShapeError("config.json: compress_ratios holds null, not a ratio")
     dtype = str(cfg.get("torch_dtype") or cfg.get("dtype") or "bfloat16")
     dtype_bytes = DTYPE_BYTES.get(dtype, 2.0)
     return ModelShape(model_type, layers, hidden, kv_heads, head_dim, mla_width, window if sliding else None,
-                      sliding, tuple(int(r) for r in ratios[:layers]) if isinstance(ratios, list) else (),
+                      sliding, tuple(count(r, "compress_ratios") for r in ratios[:layers]) if isinstance(ratios, list) else (),
                       dtype_bytes, _int(cfg, "max_position_embeddings") or None,
                       bool(cfg.get("tie_word_embeddings", False)), _int(cfg, "num_nextn_predict_layers"),
                       _weights(cfg, layers, hidden, heads, kv_heads, head_dim, dtype_bytes))
@@ -178,7 +196,7 @@ def _linear_bytes(cfg: dict[str, Any], dtype_bytes: float) -> tuple[float, float
     if cfg.get("expert_dtype") == "fp4" and method == "fp8":  # DeepSeek-V4: FP4 experts (a scale per 32), FP8 rest
         return 1.0, 0.5 + 1 / 32
     bits = _int(quant, "bits", "w_bit", "num_bits")
-    group = _int(quant, "group_size", "q_group_size", default=128)
+    group = _group(quant.get("group_size", quant.get("q_group_size")), _int(cfg, "hidden_size", "n_embd", "d_model"))
     if method == "mxfp4":  # gpt-oss: experts only, 4-bit values + one e8m0 scale per 32 (OCP MX format)
         return dtype_bytes, 0.5 + 1 / 32
     if "nvfp4" in algo or "fp4" in method or method == "modelopt_fp4":
@@ -186,7 +204,7 @@ def _linear_bytes(cfg: dict[str, Any], dtype_bytes: float) -> tuple[float, float
     if method in ("fp8", "fbgemm_fp8") or "fp8" in algo:
         return 1.0, 1.0  # block scales (fp32 per 128x128) add 0.02%
     if method == "compressed-tensors":
-        bits = _compressed_bits(quant) or 8
+        bits, group = _compressed_bits(quant, _int(cfg, "hidden_size", "n_embd", "d_model"))
         return (1.0, 1.0) if bits >= 8 else (bits / 8 + 2 / group, bits / 8 + 2 / group)
     if bits and bits < 16:  # awq, gptq, auto-round: packed ints + an fp16 scale (and packed zero) per group
         per = bits / 8 + 2 / group + bits / 8 / group
@@ -194,11 +212,24 @@ def _linear_bytes(cfg: dict[str, Any], dtype_bytes: float) -> tuple[float, float
     return dtype_bytes, dtype_bytes
 
 
-def _compressed_bits(quant: dict[str, Any]) -> int:
+def _group(value: object, hidden: int) -> int:
+    """Weights per quantisation scale: `group_size`, 128 when absent; -1 is one scale per output channel (GPTQ's
+    and compressed-tensors' "channel" strategy), about one per `hidden` weights."""
+    if value == -1 and not isinstance(value, bool):
+        return max(hidden, 1)
+    return count(value, "group_size", default=128, low=1)
+
+
+def _compressed_bits(quant: dict[str, Any], hidden: int) -> tuple[int, int]:
+    """(bits, group size) of a compressed-tensors checkpoint's weights: the format keeps them per scheme in
+    `config_groups.<name>.weights` (num_bits, group_size), not at the top level; 8 bits when none says."""
     groups = quant.get("config_groups")
     if isinstance(groups, dict):
         for group in groups.values():
             weights = group.get("weights") if isinstance(group, dict) else None
-            if isinstance(weights, dict) and weights.get("num_bits"):
-                return int(weights["num_bits"])
-    return 0
+            if isinstance(weights, dict) and weights.get("num_bits") is not None:
+                bits = count(weights["num_bits"], "num_bits", low=1)
+                if weights.get("strategy") == "channel":
+                    return bits, max(hidden, 1)
+                return bits, _group(weights.get("group_size"), hidden)
+    return 8, 128
