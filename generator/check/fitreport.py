@@ -21,7 +21,7 @@ from generator.check.registry import flags
 from generator.engines.memory import GIB, Extra, RankMemory, Settings, kv_per_token, per_rank
 from generator.engines.modelshape import COUNT_MAX, ModelShape, ShapeError, model_shape, text_config
 from generator.resolve.model import Cluster, NodeChoiceError, Origin, Recipe
-from generator.resolve.modelfiles import ModelFiles, NotFound, find_model, read_path
+from generator.resolve.modelfiles import ModelFiles, NotFound, find_model, hub_cache, read_path
 
 # Speculative methods whose draft is the model's own multi-token-prediction layers (vLLM SpeculativeConfig), and
 # those that load no weights at all.
@@ -196,10 +196,19 @@ def _extras(recipe: Recipe, shape: ModelShape, scale: float, settings: Settings)
 
 def fit_report(recipe: Recipe, cluster: Cluster | None, given: Path | None = None) -> FitReport | NotFound:
     """The memory of each rank of `recipe` on `cluster`; NotFound says in one line why it cannot be judged."""
-    found = read_path(given) if given is not None else find_model(recipe.model, _revision(recipe), recipe.mounts)
+    found = read_path(given) if given is not None else find_model(recipe.model, _revision(recipe), recipe.mounts,
+                                                                  _caches(cluster))
     if isinstance(found, NotFound):
         return found
     return report_from(recipe, cluster, found)
+
+
+def _caches(cluster: Cluster | None) -> tuple[Path, ...]:
+    """The hub caches to look in: huggingface_hub's here, then the cluster's hf_cache (what the engines mount) when
+    the cluster file names one and it is on this machine (recipegen run on a Spark)."""
+    if cluster is None or "hf_cache" not in cluster.document.data:
+        return (hub_cache(),)
+    return (hub_cache(), Path(cluster.hf_cache).expanduser() / "hub")
 
 
 def report_from(recipe: Recipe, cluster: Cluster | None, files: ModelFiles) -> FitReport | NotFound:

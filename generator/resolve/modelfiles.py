@@ -68,8 +68,10 @@ def hub_cache() -> Path:
     return Path(xdg).expanduser() / "huggingface" / "hub"
 
 
-def find_model(model: str, revision: str | None, mounts: tuple[Mount, ...] = ()) -> ModelFiles | NotFound:
-    """`model` as the recipe names it (a Hugging Face id or a container path), read from this machine."""
+def find_model(model: str, revision: str | None, mounts: tuple[Mount, ...] = (),
+               caches: tuple[Path, ...] | None = None) -> ModelFiles | NotFound:
+    """`model` as the recipe names it (a Hugging Face id or a container path), read from this machine: the hub
+    caches in `caches` in turn (default: the one huggingface_hub uses here)."""
     ref = read_model(model)
     if ref.hub_id is None:
         folder = _host_folder(model, mounts)
@@ -77,19 +79,25 @@ def find_model(model: str, revision: str | None, mounts: tuple[Mount, ...] = ())
             return NotFound(f"'{model}' is a path in the container that no [[extra_mounts]] maps to a folder here",
                             cache_exists=False)
         return read_folder(folder)
-    cache = hub_cache()
-    repo = cache / (ref.cache_folder or "")
-    try:
-        if not cache.is_dir():
-            return NotFound(f"no local Hugging Face cache at {cache}", cache_exists=False)
-        snapshot = _snapshot(repo, revision)
-    except OSError as err:  # a cache this user may not enter: unknown, as with none (fit never fails a build)
-        return NotFound(f"the local Hugging Face cache at {cache} cannot be read: {err.strerror or err}",
-                        cache_exists=False)
-    if snapshot is None:
-        return NotFound(f"no config.json for '{model}'{f' at revision {revision}' if revision else ''} in the local "
-                        f"Hugging Face cache ({cache})")
-    return read_folder(snapshot)
+    looked = list(dict.fromkeys(caches or (hub_cache(),)))
+    shown = " or ".join(str(c) for c in looked)
+    fetch = (f"`hf download {model} config.json {INDEX}{f' --revision {revision}' if revision else ''}` "
+             "fetches just the files fit reads")
+    present = []
+    for cache in looked:
+        try:
+            if not cache.is_dir():
+                continue
+            present.append(cache)
+            snapshot = _snapshot(cache / (ref.cache_folder or ""), revision)
+        except OSError:  # a cache this user may not enter: unknown, as with none (fit never fails a build)
+            continue
+        if snapshot is not None:
+            return read_folder(snapshot)
+    if not present:
+        return NotFound(f"no local Hugging Face cache at {shown}; {fetch}", cache_exists=False)
+    return NotFound(f"no config.json for '{model}'{f' at revision {revision}' if revision else ''} in the local "
+                    f"Hugging Face cache ({shown}); {fetch}")
 
 
 def read_path(path: Path) -> ModelFiles | NotFound:
