@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from generator.check.registry import flags
+from generator.engines.flags import release_for_image
 from generator.engines.memory import GIB, Extra, RankMemory, Settings, kv_per_token, per_rank
 from generator.engines.modelshape import COUNT_MAX, ModelShape, ShapeError, model_shape, text_config
 from generator.resolve.model import Cluster, NodeChoiceError, Origin, Recipe
@@ -35,6 +36,7 @@ _FLAGS = {  # setting -> (vLLM flag, SGLang flag)
     "kv_dtype": ("--kv-cache-dtype", "--kv-cache-dtype"),
     "eager": ("--enforce-eager", "--disable-cuda-graph"),
     "block": ("--block-size", "--page-size"),
+    "loader": ("--load-format", "--load-format"),
 }
 
 
@@ -129,8 +131,21 @@ def settings_of(recipe: Recipe, cluster: Cluster | None, shape: ModelShape) -> t
     settings = Settings(recipe.tensor_parallel_size, recipe.pipeline_parallel_size, gpu, util,
                         int(length) if length else shape.max_position, int(seqs), int(batched),
                         kv_dtype, explicit, _value(recipe, "eager")[0] is not None,
-                        int(_setting(recipe, "block", 1, 1 << 20) or 16))
+                        int(_setting(recipe, "block", 1, 1 << 20) or 16), _graphs_counted(recipe))
     return settings, said, length_origin
+
+
+def _graphs_counted(recipe: Recipe) -> bool:
+    """vLLM 0.21 and later profile CUDA graphs' memory at boot and take it from the KV pool; earlier releases
+    did not. The image's release decides (an image naming none: the newest rule)."""
+    if recipe.engine != "vllm":
+        return False
+    release = release_for_image(recipe.engine, recipe.docker_image)
+    tag = recipe.docker_image.split("@", 1)[0].rsplit("/", 1)[-1].partition(":")[2]
+    named = re.match(r"v?(\d+)\.(\d+)", tag) if "nvidia/vllm" not in recipe.docker_image else None
+    if release is not None and release.exact:
+        named = re.match(r"v?(\d+)\.(\d+)", release.version)
+    return named is None or (int(named[1]), int(named[2])) >= (0, 21)
 
 
 def _kv_memory(recipe: Recipe) -> int | None:
@@ -203,6 +218,21 @@ def fit_report(recipe: Recipe, cluster: Cluster | None, given: Path | None = Non
     return report_from(recipe, cluster, found)
 
 
+GPU_LOADERS = ("fastsafetensors", "instanttensor")
+SHARD = 5e9  # huggingface_hub's default max_shard_size ("5GB")
+
+
+def _staging(recipe: Recipe, files: ModelFiles, shape: ModelShape) -> float:
+    """--load-format fastsafetensors (or instanttensor) reads each checkpoint file whole into GPU memory; torch's
+    allocator keeps that reserved after loading, so the KV pool loses about one shard (fastsafetensors#30: "4 GiB
+    (file)" extra per rank; MiaAI-Lab/GLM-5.3-Flash-EXL3-2x-DGX-Sparks#204: 4.43 GiB of KV cache on two Sparks)."""
+    if recipe.engine != "vllm" or (_value(recipe, "loader")[0] or "").strip().lower() not in GPU_LOADERS:
+        return 0.0
+    if files.weights is not None:
+        return files.weights.total / files.weights.files
+    return min(SHARD, shape.weights.total(shape.layers))
+
+
 def _caches(cluster: Cluster | None) -> tuple[Path, ...]:
     """The hub caches to look in: huggingface_hub's here, then the cluster's hf_cache (what the engines mount) when
     the cluster file names one and it is on this machine (recipegen run on a Spark)."""
@@ -220,17 +250,21 @@ def report_from(recipe: Recipe, cluster: Cluster | None, files: ModelFiles) -> F
         settings, said, length_origin = settings_of(recipe, cluster, shape)
     except SettingError as exc:
         return NotFound(str(exc))
+    settings = replace(settings, loader_staging=_staging(recipe, files, shape))
     estimated = shape.weights.total(shape.layers) - shape.weights.mtp
     weights = files.weights
     if weights is not None:
         # A checkpoint carries its MTP layers too; vLLM loads them only as a speculative draft.
-        total = weights.total * (1 - shape.weights.mtp / shape.weights.total(shape.layers))
-        weights_from = weights.source
+        stored = shape.weights.total(shape.layers) - shape.weights.padding * shape.layers
+        total = weights.total * (1 - shape.weights.mtp / stored) + shape.weights.padding * shape.layers
+        weights_from = weights.source + (" + MXFP4 padding" if shape.weights.padding else "")
     else:
         total, weights_from = estimated, "estimated from config.json"
     if shape.dtype_bytes == 4 and "quantization_config" not in text_config(files.config):
         total /= 2  # vLLM's dtype "auto" loads a float32 checkpoint in 16 bits (ModelConfig._get_and_verify_dtype)
     extras, uncounted = _extras(recipe, shape, total / estimated if estimated else 1.0, settings)
+    if any(g.flag == "--kv-transfer-config" for g in flags(recipe)):
+        uncounted = [*uncounted, "the --kv-transfer-config connector's GPU buffers"]
     by_part = weights if weights is not None and weights.layers and shape.dtype_bytes != 4 else None
     cfg = text_config(files.config)
     parts = None

@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from generator.engines.modeldefaults import with_defaults
+
 DTYPE_BYTES = {"float32": 4.0, "float": 4.0, "float16": 2.0, "half": 2.0, "bfloat16": 2.0, "float8_e4m3fn": 1.0}
 
 # model_type prefixes whose attention is Multi-head Latent Attention: one compressed latent per token and layer,
@@ -31,6 +33,7 @@ class WeightParts:
     head: float  # 0 when tied to the embedding: one stage holds one copy; with PP the last stage holds its own
     layer: float  # one decoder layer (the mean, for MoE models with a few dense layers)
     mtp: float  # the multi-token-prediction layers the checkpoint carries (num_nextn_predict_layers)
+    padding: float = 0.0  # of `layer`: what the engine adds at load to the checkpoint's bytes (MXFP4 experts)
 
     def total(self, layers: int) -> float:
         return self.embed + self.head + self.layer * layers + self.mtp
@@ -62,9 +65,9 @@ def text_config(config: dict[str, Any]) -> dict[str, Any]:
     """Multimodal configs keep the language model's fields under text_config (or llm_config / language_config)."""
     for key in ("text_config", "llm_config", "language_config"):
         nested = config.get(key)
-        if isinstance(nested, dict) and "num_hidden_layers" in nested:
-            return {**config, **nested}
-    return config
+        if isinstance(nested, dict) and ("num_hidden_layers" in nested or "model_type" in nested):
+            return with_defaults({**config, **nested})
+    return with_defaults(config)
 
 
 class ShapeError(ValueError):
@@ -120,8 +123,9 @@ def model_shape(config: dict[str, Any]) -> ModelShape:
         raise ShapeError("config.json: compress_ratios holds null, not a ratio")
     dtype = str(cfg.get("torch_dtype") or cfg.get("dtype") or "bfloat16")
     dtype_bytes = DTYPE_BYTES.get(dtype, 2.0)
+    compress = tuple(count(r, "compress_ratios") for r in ratios[:layers]) if isinstance(ratios, list) else ()
     return ModelShape(model_type, layers, hidden, kv_heads, head_dim, mla_width, window if sliding else None,
-                      sliding, tuple(count(r, "compress_ratios") for r in ratios[:layers]) if isinstance(ratios, list) else (),
+                      sliding, compress,
                       dtype_bytes, _int(cfg, "max_position_embeddings") or None,
                       bool(cfg.get("tie_word_embeddings", False)), _int(cfg, "num_nextn_predict_layers"),
                       _weights(cfg, layers, hidden, heads, kv_heads, head_dim, dtype_bytes))
@@ -140,20 +144,41 @@ def _weights(cfg: dict[str, Any], layers: int, hidden: int, heads: int, kv_heads
         expert_hidden, expert_width = hidden, expert_ffn
         if _quant_method(cfg) == "mxfp4":
             # vLLM's mxfp4.py pads the experts for its Marlin MoE kernel ("n % 256 == 0 and k % 128 == 0"):
-            # hidden to a multiple of 256, the expert width to 128 (gpt-oss: 2880 -> 3072 and 2944).
+            # hidden to a multiple of 256, the expert width to 128 (gpt-oss: 2880 -> 3072 and 2944). The
+            # checkpoint stores them unpadded: the padding is added at load, on top of its size.
             expert_hidden, expert_width = -(-hidden // 256) * 256, -(-expert_ffn // 128) * 128
+        padded = experts * 3 * (expert_hidden * expert_width - hidden * expert_ffn) * experts_bytes
         moe_layer = (experts * 3 * expert_hidden * expert_width * experts_bytes + 3 * hidden * shared * linear)
         dense_layers = _dense_layers(cfg, layers)
         ffn = (moe_layer * (layers - dense_layers) + dense_ffn * linear * dense_layers) / layers
+        padding = padded * (layers - dense_layers) / layers
         mtp_ffn = moe_layer
     else:
         ffn = mtp_ffn = dense_ffn * linear
+        padding = 0.0
     layer = attention + ffn
     embed = vocab * hidden * dtype_bytes
+    vision_cfg = cfg.get("vision_config")
+    # The vision tower and its projector into the text model's width: on the first stage, with the embedding.
+    projector = _int(vision_cfg, "hidden_size") * hidden if isinstance(vision_cfg, dict) else 0
+    vision = (_vision_params(vision_cfg) + projector) * dtype_bytes
     nextn = _int(cfg, "num_nextn_predict_layers")
     # An MTP module: one more decoder layer plus its projection of [embedding; hidden] (eh_proj, 2h x h).
     mtp = nextn * (attention + mtp_ffn + 2 * hidden * hidden * linear)
-    return WeightParts(embed, 0.0 if cfg.get("tie_word_embeddings") else embed, layer, mtp)
+    return WeightParts(embed + vision, 0.0 if cfg.get("tie_word_embeddings") else embed, layer, mtp, padding)
+
+
+def _vision_params(vision: object) -> int:
+    """A ViT vision tower (SigLIP, as Gemma 3 and most VLMs ship it): per layer the q, k, v, o projections and a
+    two-matrix MLP; 0 when the config names none or not in these terms."""
+    if not isinstance(vision, dict):
+        return 0
+    hidden, width = _int(vision, "hidden_size"), _int(vision, "intermediate_size")
+    patch, image = _int(vision, "patch_size"), _int(vision, "image_size")
+    # The patch embedding (a conv of channels x patch^2 per output) and one position embedding per patch.
+    embeddings = (_int(vision, "num_channels", default=3) * patch * patch + (image // patch) ** 2) * hidden \
+        if patch else 0
+    return _int(vision, "num_hidden_layers", "depth") * (4 * hidden * hidden + 2 * hidden * width) + embeddings
 
 
 def _attention_params(cfg: dict[str, Any], hidden: int, heads: int, kv_heads: int, head_dim: int) -> int:
@@ -205,7 +230,12 @@ def _linear_bytes(cfg: dict[str, Any], dtype_bytes: float) -> tuple[float, float
         return 1.0, 1.0  # block scales (fp32 per 128x128) add 0.02%
     if method == "compressed-tensors":
         bits, group = _compressed_bits(quant, _int(cfg, "hidden_size", "n_embd", "d_model"))
-        return (1.0, 1.0) if bits >= 8 else (bits / 8 + 2 / group, bits / 8 + 2 / group)
+        quantised = 1.0 if bits >= 8 else bits / 8 + 2 / group
+        ignored = quant.get("ignore")
+        # Checkpoints that quantise the experts alone list the attention in `ignore` (`re:.*self_attn.*`).
+        if isinstance(ignored, list) and any("self_attn" in str(i) or "attn" == str(i) for i in ignored):
+            return dtype_bytes, quantised
+        return quantised, quantised
     if bits and bits < 16:  # awq, gptq, auto-round: packed ints + an fp16 scale (and packed zero) per group
         per = bits / 8 + 2 / group + bits / 8 / group
         return per, per

@@ -43,6 +43,7 @@ class WeightSizes:
     embed: int | None = None  # the input embedding (first pipeline stage)
     head: int | None = None  # lm_head (last pipeline stage); 0 when the checkpoint ties it to the embedding
     layers: dict[int, int] = field(default_factory=dict)  # decoder layer index -> bytes
+    files: int = 1  # how many safetensors files (shards) hold them
 
 
 @dataclass(frozen=True)
@@ -127,7 +128,9 @@ def weight_sizes(folder: Path) -> WeightSizes | None:
     index = _json(folder / INDEX)
     metadata = index.get("metadata") if isinstance(index, dict) else None
     total = _size(metadata.get("total_size")) if isinstance(metadata, dict) else None
-    return WeightSizes(total, f"{INDEX} metadata.total_size") if total else None
+    names = index.get("weight_map") if isinstance(index, dict) else None
+    shards = len({str(f) for f in names.values()}) if isinstance(names, dict) else 1
+    return WeightSizes(total, f"{INDEX} metadata.total_size", files=max(shards, 1)) if total else None
 
 
 def _by_part(tensors: dict[str, int], files: int) -> WeightSizes:
@@ -142,7 +145,7 @@ def _by_part(tensors: dict[str, int], files: int) -> WeightSizes:
         elif name.startswith("lm_head") or ".lm_head." in name:
             head += size
     return WeightSizes(sum(tensors.values()), f"safetensors headers ({files} file{'s' if files > 1 else ''})",
-                       embed, head, layers)
+                       embed, head, layers, files)
 
 
 def _header_sizes(path: Path) -> dict[str, int] | None:
