@@ -178,6 +178,9 @@ def test_recipe_flags_the_estimate_uses_never_crash_it(hub, tmp_path, flags):
     path = recipe(tmp_path, ["--max-model-len", "8192", *flags])
     for command in ("validate", "fit", "explain"):
         no_traceback(run(command, str(path), "--cluster", str(CLUSTER)))
+    fit = run("fit", str(path), "--cluster", str(CLUSTER))
+    # Not judged, naming the flag; giving the model's files would not help, so the note does not ask for them.
+    assert "not judged" in fit.stderr and flags[0] in fit.stderr and "--config" not in fit.stderr, fit.stderr
 
 
 def test_gptq_per_channel_group_size_gives_positive_weights(hub, tmp_path):

@@ -93,6 +93,7 @@ def _fit(recipe: Recipe, cluster: Cluster | None) -> FamilyFindings:
         yield from ((j.rule, j.origin, j.key, j.message) for j in judge(r))
     elif r.cache_exists:
         origin = recipe.origins.get("model") or recipe.document.origin("recipe", ())
-        yield ("fit-unknown", origin, "model", f"memory per rank not judged: {r.reason}; `recipegen fit {recipe.id} "
-               "--config FILE` judges it with a config.json (or a model folder) you give")
+        hint = (f"; `recipegen fit {recipe.id} --config FILE` judges it with a config.json (or a model folder) you "
+                "give") if r.files else ""
+        yield ("fit-unknown", origin, "model", f"memory per rank not judged: {r.reason}{hint}")
 

@@ -18,7 +18,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from generator.check.registry import flags
-from generator.engines.flags import release_for_image
 from generator.engines.memory import GIB, Extra, RankMemory, Settings, kv_per_token, per_rank
 from generator.engines.modelshape import COUNT_MAX, ModelShape, ShapeError, model_shape, text_config
 from generator.resolve.model import Cluster, NodeChoiceError, Origin, Recipe
@@ -106,8 +105,9 @@ def _setting(recipe: Recipe, key: str, low: float, high: float, whole: bool = Tr
     if value is None or not low <= value <= high or (whole and not value.is_integer()):
         shown = text if len(text) <= 24 else text[:20] + "..."
         kind = "a whole number" if whole else "a number"
+        top = f"{high:,.0f}" if high > 1 else f"{high:g}"
         raise SettingError(f"{_FLAGS[key][0 if recipe.engine == 'vllm' else 1]} {shown} is not {kind} from "
-                           f"{low:g} to {high:g}")
+                           f"{low:g} to {top}")
     return value
 
 
@@ -140,6 +140,8 @@ def _graphs_counted(recipe: Recipe) -> bool:
     did not. The image's release decides (an image naming none: the newest rule)."""
     if recipe.engine != "vllm":
         return False
+    from generator.engines.flags import release_for_image  # the flag data is read only when a rule needs it
+
     release = release_for_image(recipe.engine, recipe.docker_image)
     tag = recipe.docker_image.split("@", 1)[0].rsplit("/", 1)[-1].partition(":")[2]
     named = re.match(r"v?(\d+)\.(\d+)", tag) if "nvidia/vllm" not in recipe.docker_image else None
@@ -249,7 +251,7 @@ def report_from(recipe: Recipe, cluster: Cluster | None, files: ModelFiles) -> F
     try:
         settings, said, length_origin = settings_of(recipe, cluster, shape)
     except SettingError as exc:
-        return NotFound(str(exc))
+        return NotFound(str(exc), files=False)
     settings = replace(settings, loader_staging=_staging(recipe, files, shape))
     estimated = shape.weights.total(shape.layers) - shape.weights.mtp
     weights = files.weights

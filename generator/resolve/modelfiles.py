@@ -57,6 +57,7 @@ class ModelFiles:
 class NotFound:
     reason: str  # one line: what was looked for, where
     cache_exists: bool = True  # False: no local Hugging Face cache at all, so nothing could be looked up
+    files: bool = True  # the model's files are the problem (giving them with --config helps), not a recipe flag
 
 
 def hub_cache() -> Path:
