@@ -192,3 +192,12 @@ def test_gptq_per_channel_group_size_gives_positive_weights(hub, tmp_path):
     layers = shape.weights.layer / plain.weights.layer
     assert 0.25 <= layers < 0.27, layers
 
+
+
+def test_a_huge_layer_count_beside_safetensors_headers_does_not_hang(hub, tmp_path):
+    """10^12 layers is a count the checks let through (under 2^40); with the headers' per-layer sizes the estimate
+    must not walk every layer index."""
+    (hub / "config.json").write_text(json.dumps(qwen(num_hidden_layers=10**12)), "utf-8")
+    header_file(hub, {"model.layers.0.mlp.up_proj.weight": {"dtype": "BF16", "shape": [2], "data_offsets": [0, 4]}})
+    result = run("fit", str(recipe(tmp_path, ["--max-model-len", "8192"])), "--cluster", str(CLUSTER))
+    no_traceback(result)

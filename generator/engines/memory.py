@@ -205,7 +205,7 @@ def per_rank(shape: ModelShape, weights_total: float, settings: Settings, extras
     for stage, layers in enumerate(stage_layers(shape.layers, settings.pp)):
         index = range(first, first + layers)
         if layer_bytes:
-            body = float(sum(layer_bytes.get(i, 0) for i in index)) + parts.padding * layers
+            body = float(sum(size for i, size in layer_bytes.items() if i in index)) + parts.padding * layers
         else:
             body = parts.layer * scale * layers
         weights = body + (embed if stage == 0 else 0.0) + (head if stage == settings.pp - 1 else 0.0)
