@@ -388,8 +388,11 @@ def test_fit_without_model_files_says_where_it_looked_and_how_to_fetch_them(tmp_
 
 
 def test_fit_looks_in_the_clusters_hf_cache_when_it_is_on_this_machine(tmp_path, monkeypatch):
-    """Run on a Spark: the cluster's hf_cache (mounted into the engines) holds the model; it is read too."""
-    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "none"))
+    """Run on a Spark: the cluster's hf_cache (mounted into the engines) holds the model; it is read too (unless
+    HF_HUB_CACHE or HF_HOME names the cache, as huggingface_hub has it)."""
+    monkeypatch.delenv("HF_HUB_CACHE", raising=False)
+    monkeypatch.delenv("HF_HOME", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))  # huggingface_hub's default cache: empty here
     monkeypatch.chdir(ROOT)
     shared = tmp_path / "hf"
     (shared / "hub").mkdir(parents=True)
@@ -404,3 +407,6 @@ def test_fit_looks_in_the_clusters_hf_cache_when_it_is_on_this_machine(tmp_path,
     assert result.exit_code == 0 and "rank 0 (node1)" in result.stdout, result.output
     assert str(shared / "hub") in result.stdout
     assert [f["rule"] for f in lines(validate(path, spark))] == ["fit-capacity"]
+    (tmp_path / "empty").mkdir()
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty"))  # said where the cache is: that one alone
+    assert [f["rule"] for f in lines(validate(path, spark))] == ["fit-unknown"]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -237,8 +238,10 @@ def _staging(recipe: Recipe, files: ModelFiles, shape: ModelShape) -> float:
 
 def _caches(cluster: Cluster | None) -> tuple[Path, ...]:
     """The hub caches to look in: huggingface_hub's here, then the cluster's hf_cache (what the engines mount) when
-    the cluster file names one and it is on this machine (recipegen run on a Spark)."""
-    if cluster is None or "hf_cache" not in cluster.document.data:
+    the cluster file names one and it is on this machine (recipegen run on a Spark). HF_HUB_CACHE or HF_HOME set
+    says where the cache is: then that one alone, as huggingface_hub reads it."""
+    explicit = os.environ.get("HF_HUB_CACHE") or os.environ.get("HF_HOME")
+    if cluster is None or "hf_cache" not in cluster.document.data or explicit:
         return (hub_cache(),)
     return (hub_cache(), Path(cluster.hf_cache).expanduser() / "hub")
 
