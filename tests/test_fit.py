@@ -361,3 +361,66 @@ def test_the_gpu_share_is_one_number_for_the_lint_rules_and_fit(tmp_path, cache,
     report = fit_report(loaded, load_cluster(CLUSTER))
     assert memory_fraction(loaded)[1] == share
     assert report.settings.utilization == share, report
+
+
+def test_each_lint_reads_the_model_files_afresh(tmp_path, monkeypatch):
+    """The fit rules share one computation per lint of a recipe, passed to them, not a module-level cache: a
+    recipe linted again after its model's config.json changed is judged on the new file (issue 41 item 5)."""
+    from generator.check.rules import lint_recipe
+    from generator.resolve.load import load_recipe
+
+    hub = tmp_path / "hub"
+    snapshot = hub / "models--org--m" / "snapshots" / "fixture"
+    snapshot.mkdir(parents=True)
+    given = config("Qwen/Qwen3-8B")
+    (snapshot / "config.json").write_text(json.dumps(given), "utf-8")
+    monkeypatch.setenv("HF_HUB_CACHE", str(hub))
+    monkeypatch.chdir(ROOT)
+    loaded = load_recipe(recipe(tmp_path, "org/m", ["--max-model-len", "32768"], nodes=1), tmp_path)
+    from generator.build import load_checked_cluster
+
+    cluster, _ = load_checked_cluster(CLUSTER)
+
+    def rules() -> list[str]:
+        return [d.rule or "" for d in lint_recipe(loaded, cluster, lambda _r, _c: [])]
+
+    assert "fit-capacity" in rules()
+    (snapshot / "config.json").write_text(json.dumps({**given, "num_hidden_layers": 3600}), "utf-8")
+    assert "fit" in rules()
+
+
+def test_fit_without_model_files_says_where_it_looked_and_how_to_fetch_them(tmp_path, monkeypatch):
+    """The machine that deploys has no model files (issue 43 item 6): the note names the cache it looked in and
+    the command that fetches just the files fit reads."""
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "none"))
+    monkeypatch.chdir(ROOT)
+    result = run("fit", str(recipe(tmp_path, "Qwen/Qwen3-32B", ["--max-model-len", "32768"], nodes=1)),
+                 "--cluster", str(CLUSTER))
+    assert result.exit_code == 0
+    assert str(tmp_path / "none") in result.stderr
+    assert "hf download Qwen/Qwen3-32B config.json model.safetensors.index.json" in result.stderr
+
+
+def test_fit_looks_in_the_clusters_hf_cache_when_it_is_on_this_machine(tmp_path, monkeypatch):
+    """Run on a Spark: the cluster's hf_cache (mounted into the engines) holds the model; it is read too (unless
+    HF_HUB_CACHE or HF_HOME names the cache, as huggingface_hub has it)."""
+    monkeypatch.delenv("HF_HUB_CACHE", raising=False)
+    monkeypatch.delenv("HF_HOME", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))  # huggingface_hub's default cache: empty here
+    monkeypatch.chdir(ROOT)
+    shared = tmp_path / "hf"
+    (shared / "hub").mkdir(parents=True)
+    import shutil
+
+    shutil.copytree(HF_FIXTURE_CACHE / "models--Qwen--Qwen3-32B", shared / "hub" / "models--Qwen--Qwen3-32B")
+    spark = tmp_path / "cluster.toml"
+    spark.write_text(CLUSTER.read_text("utf-8").replace('user = "spark"', f'user = "spark"\nhf_cache = "{shared}"'),
+                     "utf-8")
+    path = recipe(tmp_path, "Qwen/Qwen3-32B", ["--max-model-len", "32768"], nodes=1)
+    result = run("fit", str(path), "--cluster", str(spark))
+    assert result.exit_code == 0 and "rank 0 (node1)" in result.stdout, result.output
+    assert str(shared / "hub") in result.stdout
+    assert [f["rule"] for f in lines(validate(path, spark))] == ["fit-capacity"]
+    (tmp_path / "empty").mkdir()
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty"))  # said where the cache is: that one alone
+    assert [f["rule"] for f in lines(validate(path, spark))] == ["fit-unknown"]

@@ -15,27 +15,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from generator.check.fitreport import FitReport, fit_report
-from generator.check.registry import ERROR, WARNING, Findings, rule
+from generator.check.registry import ERROR, WARNING, FamilyFindings, rule_family
 from generator.diagnostics import Severity
 from generator.engines.memory import GIB, RankMemory
 from generator.resolve.model import Cluster, Origin, Recipe
 from generator.resolve.modelfiles import NotFound
 
 NOTE = Severity.NOTE
-# One report per recipe object and cluster: the four rules read the same files once (validate and build lint a
-# recipe once; the cache holds the last few so it never grows).
-_REPORTS: dict[int, tuple[Recipe, Cluster | None, FitReport | NotFound]] = {}
-
-
-def report(recipe: Recipe, cluster: Cluster | None) -> FitReport | NotFound:
-    cached = _REPORTS.get(id(recipe))
-    if cached is not None and cached[0] is recipe and cached[1] is cluster:
-        return cached[2]
-    if len(_REPORTS) > 16:
-        _REPORTS.clear()
-    result = fit_report(recipe, cluster)
-    _REPORTS[id(recipe)] = (recipe, cluster, result)
-    return result
 
 
 def gib(value: float) -> str:
@@ -93,33 +79,21 @@ def judge(r: FitReport) -> list[Judgement]:
                       f"{r.settings.max_num_seqs}){extra}")]
 
 
-def _judged(rule_id: str, recipe: Recipe, cluster: Cluster | None) -> Findings:
-    r = report(recipe, cluster)
+@rule_family((
+    ("fit", ERROR, "a rank's weights alone exceed its share of the GPU's memory", True),
+    ("fit-context", WARNING, "one request of the full --max-model-len does not fit the KV cache left on a rank", True),
+    ("fit-capacity", NOTE, "the KV cache's size in tokens and the full-length requests it holds at once", True),
+    ("fit-unknown", NOTE, "the model's config.json is not on this machine: memory per rank is not judged", False),
+))
+def _fit(recipe: Recipe, cluster: Cluster | None) -> FamilyFindings:
+    """The model's files are read and the memory computed once per recipe; `fit-unknown` is the same
+    computation's answer when the files are not here."""
+    r = fit_report(recipe, cluster)
     if not isinstance(r, NotFound):
-        yield from ((j.origin, j.key, j.message) for j in judge(r) if j.rule == rule_id)
-
-
-@rule("fit", ERROR, "a rank's weights alone exceed its share of the GPU's memory", needs_cluster=True)
-def _fit(recipe: Recipe, cluster: Cluster | None) -> Findings:
-    return _judged("fit", recipe, cluster)
-
-
-@rule("fit-context", WARNING, "one request of the full --max-model-len does not fit the KV cache left on a rank",
-      needs_cluster=True)
-def _fit_context(recipe: Recipe, cluster: Cluster | None) -> Findings:
-    return _judged("fit-context", recipe, cluster)
-
-
-@rule("fit-capacity", NOTE, "the KV cache's size in tokens and the full-length requests it holds at once",
-      needs_cluster=True)
-def _fit_capacity(recipe: Recipe, cluster: Cluster | None) -> Findings:
-    return _judged("fit-capacity", recipe, cluster)
-
-
-@rule("fit-unknown", NOTE, "the model's config.json is not on this machine: memory per rank is not judged")
-def _fit_unknown(recipe: Recipe, cluster: Cluster | None) -> Findings:
-    r = report(recipe, cluster)
-    if isinstance(r, NotFound) and r.cache_exists:
+        yield from ((j.rule, j.origin, j.key, j.message) for j in judge(r))
+    elif r.cache_exists:
         origin = recipe.origins.get("model") or recipe.document.origin("recipe", ())
-        yield (origin, "model", f"memory per rank not judged: {r.reason}; `recipegen fit {recipe.id} --config "
-                                "FILE` judges it with a config.json (or a model folder) you give")
+        hint = (f"; `recipegen fit {recipe.id} --config FILE` judges it with a config.json (or a model folder) you "
+                "give") if r.files else ""
+        yield ("fit-unknown", origin, "model", f"memory per rank not judged: {r.reason}{hint}")
+

@@ -12,15 +12,17 @@ its activations and CUDA graphs live outside that share), --context-length, --ma
 from __future__ import annotations
 
 import json
+import math
+import os
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from generator.engines.memory import GIB, Extra, RankMemory, Settings, kv_per_token, per_rank
-from generator.engines.modelshape import ModelShape, ShapeError, model_shape, text_config
+from generator.engines.modelshape import COUNT_MAX, ModelShape, ShapeError, model_shape, text_config
 from generator.engines.ranks import flag_value, last_group, memory_fraction
 from generator.resolve.model import Cluster, NodeChoiceError, Origin, Recipe
-from generator.resolve.modelfiles import ModelFiles, NotFound, find_model, read_path
+from generator.resolve.modelfiles import ModelFiles, NotFound, find_model, hub_cache, read_path
 
 # Speculative methods whose draft is the model's own multi-token-prediction layers (vLLM SpeculativeConfig), and
 # those that load no weights at all.
@@ -34,6 +36,7 @@ _FLAGS = {  # setting -> (vLLM flag, SGLang flag)
     "kv_dtype": ("--kv-cache-dtype", "--kv-cache-dtype"),
     "eager": ("--enforce-eager", "--disable-cuda-graph"),
     "block": ("--block-size", "--page-size"),
+    "loader": ("--load-format", "--load-format"),
 }
 
 
@@ -72,48 +75,93 @@ def _value(recipe: Recipe, key: str) -> tuple[str | None, Origin | None]:
 
 
 def _number(text: str | None) -> float | None:
-    """A number as vLLM's human_readable_int reads it: `32768`, `32k` (x1000), `32K` (x1024), `1m`, `1M`."""
+    """A number as vLLM's human_readable_int reads it: `32768`, `32k` (x1000), `32K` (x1024), `1m`, `1M`; None
+    when it is not one (or not finite: a 400-digit value is no memory size)."""
     if text is None:
         return None
-    match = re.fullmatch(r"(-?[0-9.]+)([kKmMgG]?)", text.strip())
+    match = re.fullmatch(r"(-?[0-9.]+(?:[eE][-+]?[0-9]+)?)([kKmMgG]?)", text.strip())
     if not match:
         return None
     unit = match[2]
     scale = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "K": 2**10, "M": 2**20, "G": 2**30}[unit]
     try:
-        return float(match[1]) * scale
+        value = float(match[1]) * scale
     except ValueError:
         return None
+    return value if math.isfinite(value) else None
+
+
+class SettingError(ValueError):
+    """A flag the estimate reads holds a value no engine would run with: the memory is not judged."""
+
+
+def _setting(recipe: Recipe, key: str, low: float, high: float, whole: bool = True) -> float | None:
+    """The flag's number, checked: from `low` to `high` (whole when `whole`); None when the recipe is silent."""
+    text = _value(recipe, key)[0]
+    if text is None:
+        return None
+    value = _number(text)
+    if value is None or not low <= value <= high or (whole and not value.is_integer()):
+        shown = text if len(text) <= 24 else text[:20] + "..."
+        kind = "a whole number" if whole else "a number"
+        top = f"{high:,.0f}" if high > 1 else f"{high:g}"
+        raise SettingError(f"{_FLAGS[key][0 if recipe.engine == 'vllm' else 1]} {shown} is not {kind} from "
+                           f"{low:g} to {top}")
+    return value
 
 
 def settings_of(recipe: Recipe, cluster: Cluster | None, shape: ModelShape) -> tuple[Settings, str, Origin | None]:
+    """The engine's settings as the recipe gives them (SettingError: one the estimate cannot use)."""
     gpu = cluster.gpu_memory if cluster else Cluster.gpu_memory
     big = gpu >= 70 * GIB
     vllm = recipe.engine == "vllm"
-    util = memory_fraction(recipe)[1]  # as the gpu-memory rules read it
-    if util is None or not 0 < util <= 1:  # out of range: gpu-memory-range's error
+    group, util = memory_fraction(recipe)  # as the engine and the gpu-memory rules read it
+    if group is not None and group.values and (util is None or not 0.01 <= util <= 1):
+        raise SettingError(f"{group.flag} {group.values[0][:20]} is not a number from 0.01 to 1")
+    if util is None:
         util = 0.9 if vllm else (cluster.gpu_memory_ceiling if cluster else 0.9)
     text, length_origin = _value(recipe, "length")
-    length = _number(text)
-    if text is not None and text.strip().lower() == "auto":
-        length = -1
+    auto = text is not None and text.strip().lower() == "auto"
+    length = -1 if auto else _setting(recipe, "length", -1, COUNT_MAX)
     said = f"{_FLAGS['length'][0 if vllm else 1]} {text}" if text is not None else \
         f"the model's max_position_embeddings ({shape.max_position})"
-    seqs = _number(_value(recipe, "seqs")[0]) or (1024 if big else 256)
-    batched = _number(_value(recipe, "batched")[0]) or (8192 if big else 2048)
+    seqs = _setting(recipe, "seqs", 1, 1 << 31) or (1024 if big else 256)
+    batched = _setting(recipe, "batched", 1, COUNT_MAX) or (8192 if big else 2048)
     kv_dtype = _value(recipe, "kv_dtype")[0] or "auto"
-    explicit = _number(_kv_memory(recipe))
+    explicit = _kv_memory(recipe)
     settings = Settings(recipe.tensor_parallel_size, recipe.pipeline_parallel_size, gpu, util,
-                        int(length) if length is not None else shape.max_position, int(seqs), int(batched),
-                        kv_dtype, int(explicit) if explicit else None, _value(recipe, "eager")[0] is not None,
-                        int(_number(_value(recipe, "block")[0]) or 16))
+                        int(length) if length else shape.max_position, int(seqs), int(batched),
+                        kv_dtype, explicit, _value(recipe, "eager")[0] is not None,
+                        int(_setting(recipe, "block", 1, 1 << 20) or 16), _graphs_counted(recipe))
     return settings, said, length_origin
 
 
-def _kv_memory(recipe: Recipe) -> str | None:
+def _graphs_counted(recipe: Recipe) -> bool:
+    """vLLM 0.21 and later profile CUDA graphs' memory at boot and take it from the KV pool; earlier releases
+    did not. The image's release decides (an image naming none: the newest rule)."""
+    if recipe.engine != "vllm":
+        return False
+    from generator.engines.flags import release_for_image  # the flag data is read only when a rule needs it
+
+    release = release_for_image(recipe.engine, recipe.docker_image)
+    tag = recipe.docker_image.split("@", 1)[0].rsplit("/", 1)[-1].partition(":")[2]
+    named = re.match(r"v?(\d+)\.(\d+)", tag) if "nvidia/vllm" not in recipe.docker_image else None
+    if release is not None and release.exact:
+        named = re.match(r"v?(\d+)\.(\d+)", release.version)
+    return named is None or (int(named[1]), int(named[2])) >= (0, 21)
+
+
+def _kv_memory(recipe: Recipe) -> int | None:
+    """--kv-cache-memory-bytes (vLLM only), checked: 1 byte to 1 PiB."""
     if recipe.engine != "vllm":
         return None
-    return flag_value(recipe, "--kv-cache-memory-bytes")
+    text = flag_value(recipe, "--kv-cache-memory-bytes")
+    if text is None:
+        return None
+    value = _number(text)
+    if value is None or not 1 <= value <= 1 << 50:
+        raise SettingError(f"--kv-cache-memory-bytes {text[:20]} is not a size from 1 byte to 1 PiB")
+    return int(value)
 
 
 def _speculative(recipe: Recipe) -> dict[str, object] | None:
@@ -164,10 +212,36 @@ def _extras(recipe: Recipe, shape: ModelShape, scale: float, settings: Settings)
 
 def fit_report(recipe: Recipe, cluster: Cluster | None, given: Path | None = None) -> FitReport | NotFound:
     """The memory of each rank of `recipe` on `cluster`; NotFound says in one line why it cannot be judged."""
-    found = read_path(given) if given is not None else find_model(recipe.model, _revision(recipe), recipe.mounts)
+    found = read_path(given) if given is not None else find_model(recipe.model, _revision(recipe), recipe.mounts,
+                                                                  _caches(cluster))
     if isinstance(found, NotFound):
         return found
     return report_from(recipe, cluster, found)
+
+
+GPU_LOADERS = ("fastsafetensors", "instanttensor")
+SHARD = 5e9  # huggingface_hub's default max_shard_size ("5GB")
+
+
+def _staging(recipe: Recipe, files: ModelFiles, shape: ModelShape) -> float:
+    """--load-format fastsafetensors (or instanttensor) reads each checkpoint file whole into GPU memory; torch's
+    allocator keeps that reserved after loading, so the KV pool loses about one shard (fastsafetensors#30: "4 GiB
+    (file)" extra per rank; MiaAI-Lab/GLM-5.3-Flash-EXL3-2x-DGX-Sparks#204: 4.43 GiB of KV cache on two Sparks)."""
+    if recipe.engine != "vllm" or (_value(recipe, "loader")[0] or "").strip().lower() not in GPU_LOADERS:
+        return 0.0
+    if files.weights is not None:
+        return files.weights.total / files.weights.files
+    return min(SHARD, shape.weights.total(shape.layers))
+
+
+def _caches(cluster: Cluster | None) -> tuple[Path, ...]:
+    """The hub caches to look in: huggingface_hub's here, then the cluster's hf_cache (what the engines mount) when
+    the cluster file names one and it is on this machine (recipegen run on a Spark). HF_HUB_CACHE or HF_HOME set
+    says where the cache is: then that one alone, as huggingface_hub reads it."""
+    explicit = os.environ.get("HF_HUB_CACHE") or os.environ.get("HF_HOME")
+    if cluster is None or "hf_cache" not in cluster.document.data or explicit:
+        return (hub_cache(),)
+    return (hub_cache(), Path(cluster.hf_cache).expanduser() / "hub")
 
 
 def report_from(recipe: Recipe, cluster: Cluster | None, files: ModelFiles) -> FitReport | NotFound:
@@ -175,18 +249,25 @@ def report_from(recipe: Recipe, cluster: Cluster | None, files: ModelFiles) -> F
         shape = model_shape(files.config)
     except ShapeError as exc:
         return NotFound(f"{files.where}: {exc}")
-    settings, said, length_origin = settings_of(recipe, cluster, shape)
+    try:
+        settings, said, length_origin = settings_of(recipe, cluster, shape)
+    except SettingError as exc:
+        return NotFound(str(exc), files=False)
+    settings = replace(settings, loader_staging=_staging(recipe, files, shape))
     estimated = shape.weights.total(shape.layers) - shape.weights.mtp
     weights = files.weights
     if weights is not None:
         # A checkpoint carries its MTP layers too; vLLM loads them only as a speculative draft.
-        total = weights.total * (1 - shape.weights.mtp / shape.weights.total(shape.layers))
-        weights_from = weights.source
+        stored = shape.weights.total(shape.layers) - shape.weights.padding * shape.layers
+        total = weights.total * (1 - shape.weights.mtp / stored) + shape.weights.padding * shape.layers
+        weights_from = weights.source + (" + MXFP4 padding" if shape.weights.padding else "")
     else:
         total, weights_from = estimated, "estimated from config.json"
     if shape.dtype_bytes == 4 and "quantization_config" not in text_config(files.config):
         total /= 2  # vLLM's dtype "auto" loads a float32 checkpoint in 16 bits (ModelConfig._get_and_verify_dtype)
     extras, uncounted = _extras(recipe, shape, total / estimated if estimated else 1.0, settings)
+    if last_group(recipe, "--kv-transfer-config") is not None:
+        uncounted = [*uncounted, "the --kv-transfer-config connector's GPU buffers"]
     by_part = weights if weights is not None and weights.layers and shape.dtype_bytes != 4 else None
     cfg = text_config(files.config)
     parts = None

@@ -34,6 +34,9 @@ class Rule:
 
 
 RULES: list[Rule] = []
+# Rules one computation judges together: each runs once per recipe and names the member rule of each finding.
+FAMILIES: list[Callable[[Recipe, "Cluster | None"], "FamilyFindings"]] = []
+FamilyFindings = Iterator[tuple[str, Origin, str | None, str]]  # (rule id, where, key, message)
 
 
 Check = Callable[[Recipe, "Cluster | None"], Findings]
@@ -53,6 +56,20 @@ def rendering_rule(rule_id: str, severity: Severity, summary: str,
     """A rule over rendered text (the launchers): its check is handed the renderer as its third argument."""
     def register(fn: RenderingCheck) -> RenderingCheck:
         RULES.append(Rule(rule_id, severity, summary, fn, needs_cluster))
+        return fn
+    return register
+
+
+def rule_family(members: tuple[tuple[str, Severity, str, bool], ...]) -> Callable[
+        [Callable[[Recipe, "Cluster | None"], FamilyFindings]], Callable[[Recipe, "Cluster | None"], FamilyFindings]]:
+    """Rules that share one computation (fit: the model's memory per rank), run once per recipe: each member is
+    listed in RULES as a rule of its own (id, severity, summary, needs_cluster), the check runs once and names
+    each finding's rule."""
+    def register(fn: Callable[[Recipe, Cluster | None], FamilyFindings]) -> Callable[
+            [Recipe, Cluster | None], FamilyFindings]:
+        for rule_id, severity, summary, needs_cluster in members:
+            RULES.append(Rule(rule_id, severity, summary, lambda _recipe, _cluster, _sizes: iter(()), needs_cluster))
+        FAMILIES.append(fn)
         return fn
     return register
 

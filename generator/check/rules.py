@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from generator.check.registry import ERROR, RULES as RULES, WARNING, LauncherSizes
+from generator.check.registry import ERROR, FAMILIES, RULES as RULES, WARNING, LauncherSizes
 from generator.diagnostics import Diagnostic
 from generator.engines.ranks import OWNED_ENV, OWNED_RAY_FLAGS
 from generator.read.tomldoc import KeyPath, TomlDocument, format_key
@@ -31,13 +31,16 @@ def lint_recipe(recipe: Recipe, cluster: Cluster | None, launcher_sizes: Launche
     generator.render.sizes.launcher_sizes."""
     found = []
     child = recipe.document.shown
-    for r in RULES:
-        for origin, key, message in r.check(recipe, cluster, launcher_sizes):
-            file = origin.file or child
-            if file != child:  # a parent's line: say which recipe it is a problem for
-                message += f" (inherited by {child})"
-            line = origin.line
-            found.append(Diagnostic(file, line, (origin.col or 1) if line else None, key, message, r.severity, r.id))
+    severity = {r.id: r.severity for r in RULES}
+    judged = [(r.id, *f) for r in RULES for f in r.check(recipe, cluster, launcher_sizes)]
+    judged += [f for family in FAMILIES for f in family(recipe, cluster)]  # one computation, several rules
+    for rule_id, origin, key, message in judged:
+        file = origin.file or child
+        if file != child:  # a parent's line: say which recipe it is a problem for
+            message += f" (inherited by {child})"
+        line = origin.line
+        found.append(Diagnostic(file, line, (origin.col or 1) if line else None, key, message, severity[rule_id],
+                                rule_id))
     return sorted(set(found), key=lambda d: (d.file, d.line or 0, d.col or 0, d.rule or "", d.message))
 
 

@@ -35,9 +35,10 @@ def fit(recipe: str, cluster_path: Path | None, config: Path | None) -> None:
     loaded = load_recipe(project.recipe_path(recipe), project.recipes_dir)
     report = fit_report(loaded, cluster, config)
     if isinstance(report, NotFound):  # an unknown input is said, never a failure
+        hint = "; give the model's config.json or folder with --config" if report.files else ""
         print_diagnostics([Diagnostic(loaded.document.shown, None, None, "model",
-                                      f"memory per rank not judged: {report.reason}; give the model's config.json or "
-                                      "folder with --config", Severity.NOTE, "fit-unknown")])
+                                      f"memory per rank not judged: {report.reason}{hint}", Severity.NOTE,
+                                      "fit-unknown")])
         return
     from generator.explain import fit_lines
 

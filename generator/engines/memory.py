@@ -29,9 +29,14 @@ GIB = 1024 ** 3
 KV_DTYPE_BYTES = {"auto": 0.0, "bfloat16": 2.0, "float16": 2.0, "half": 2.0, "float": 4.0, "float32": 4.0,
                   "fp8": 1.0, "fp8_e4m3": 1.0, "fp8_e5m2": 1.0, "fp8_inc": 1.0, "int8": 1.0,
                   "fp8_per_token_head": 1.0, "int8_per_token_head": 1.0, "nvfp4": 0.5 + 1 / 16}
-RUNTIME = 0.75 * GIB  # CUDA context, cuBLAS workspaces, the sampler's buffers: non-torch memory in vLLM's log
+RUNTIME = 0.75 * GIB  # CUDA context, cuBLAS workspaces: non-torch memory in vLLM's log
 NCCL = 0.5 * GIB  # NCCL's buffers and communicators, when ranks talk to each other
-CUDA_GRAPHS = 0.75 * GIB  # captured graphs' private pool (vLLM logs 0.2 to 1.5 GiB); none with --enforce-eager
+# CUDA graphs' memory per captured batch size and decoder layer on the rank (piecewise graphs split at every
+# layer's attention). Calibrated on the one GB10 log with every input known (eugr/spark-vllm-docker#396:
+# MiniMax-M2.7, 62 layers, 51 piecewise + 51 full graphs, ~5.0 GiB); docs/fit.md lists the other logs against it.
+GRAPH_PER_LAYER = 0.8 * 2**20
+# vLLM's default capture sizes (CompilationConfig): 1, 2, 4, then 8 to 248 by 8, then 256 up by 16.
+CAPTURE_SIZES = (1, 2, 4, *range(8, 256, 8), *range(256, 1025, 16))
 
 
 @dataclass(frozen=True)
@@ -49,6 +54,8 @@ class Settings:
     kv_cache_memory: int | None = None  # --kv-cache-memory-bytes: the pool, bypassing the budget
     enforce_eager: bool = False
     block_size: int = 16
+    graphs_counted: bool = True  # vLLM 0.21 and later subtract CUDA graphs' memory from the KV pool at boot
+    loader_staging: float = 0.0  # what a GPU-side loader (--load-format fastsafetensors) leaves reserved
 
 
 @dataclass(frozen=True)
@@ -132,8 +139,13 @@ def kv_per_token(shape: ModelShape, layers: int, tp: int, kv_dtype: str) -> tupl
         return shape.layers * slot * share, 0.0
     heads = max(1, shape.kv_heads // tp)
     per_layer = 2 * heads * shape.head_dim * kv_bytes_per_element(kv_dtype, shape)
-    full = shape.layers - shape.sliding_layers
-    return full * per_layer * share, shape.sliding_layers * per_layer * share
+    full, sliding = shape.layers - shape.sliding_layers, shape.sliding_layers
+    if full and sliding:
+        # The hybrid allocator groups layers of one kind in groups of the smaller kind's count and pads the
+        # last group (get_kv_cache_groups: "Add N padding layers"): Gemma 3's 52 sliding layers cost 60.
+        group = min(full, sliding)
+        full, sliding = -(-full // group) * group, -(-sliding // group) * group
+    return full * per_layer * share, sliding * per_layer * share
 
 
 def stage_layers(layers: int, pp: int) -> list[int]:
@@ -144,18 +156,34 @@ def stage_layers(layers: int, pp: int) -> list[int]:
     return parts
 
 
-def overhead(shape: ModelShape, settings: Settings, vocab_hidden: tuple[int, int]) -> float:
-    """Activations of the profiling run, the runtime, NCCL and CUDA graphs: an estimate (see module doc)."""
+def capture_counts(max_num_seqs: int) -> tuple[int, int]:
+    """(piecewise, full) CUDA graphs vLLM captures by default (FULL_AND_PIECEWISE): piecewise at every capture
+    size up to min(2 x max_num_seqs, 512), full decode graphs at those up to max_num_seqs."""
+    largest = min(2 * max_num_seqs, 512)
+    sizes = [s for s in CAPTURE_SIZES if s <= largest]
+    return len(sizes), sum(1 for s in sizes if s <= max_num_seqs)
+
+
+def cuda_graphs(layers: int, settings: Settings) -> float:
+    """The CUDA graphs' memory that vLLM 0.21+ profiles and takes from the KV pool; none with --enforce-eager,
+    and none counted before 0.21 (the graphs then took their memory outside the budget)."""
+    if settings.enforce_eager or not settings.graphs_counted:
+        return 0.0
+    piecewise, full = capture_counts(settings.max_num_seqs)
+    return (piecewise + full) * layers * GRAPH_PER_LAYER
+
+
+def overhead(shape: ModelShape, settings: Settings, vocab_hidden: tuple[int, int], layers: int = 0) -> float:
+    """The runtime, NCCL, the profiling run's peak and CUDA graphs: an estimate (see module doc)."""
     vocab, hidden = vocab_hidden
-    # The profiling run: max_num_batched_tokens through the widest layer (residual stream, attention and MLP
-    # intermediates, ~16 hidden-sized bf16 buffers at the peak) and the sampler's dummy run over max_num_seqs
-    # rows of fp32 logits (logits, probabilities, log-probabilities and a sort buffer: 4 copies). Rough: a public
-    # vLLM log (vllm#50722, vocab 248,320, 1,024 seqs) shows 5.66 GiB of peak activation where this gives ~4.
+    # The profiling run's torch peak: the larger of the forward pass over max_num_batched_tokens (~16
+    # hidden-sized bf16 buffers at the widest layer, split over TP) and the sampler's dummy run over
+    # max_num_seqs rows of fp32 logits; the two run one after the other, so they do not add.
     activations = settings.max_num_batched_tokens * hidden * 2 * 16 / settings.tp
-    sampler = settings.max_num_seqs * vocab * 4 * 4
+    sampler = settings.max_num_seqs * vocab * 4
     world = settings.tp * settings.pp
-    return (RUNTIME + (NCCL if world > 1 else 0) + (0 if settings.enforce_eager else CUDA_GRAPHS)
-            + activations + sampler)
+    return (RUNTIME + (NCCL if world > 1 else 0) + max(activations, sampler)
+            + cuda_graphs(layers or shape.layers, settings) + settings.loader_staging)
 
 
 def per_rank(shape: ModelShape, weights_total: float, settings: Settings, extras: tuple[Extra, ...] = (),
@@ -177,7 +205,7 @@ def per_rank(shape: ModelShape, weights_total: float, settings: Settings, extras
     for stage, layers in enumerate(stage_layers(shape.layers, settings.pp)):
         index = range(first, first + layers)
         if layer_bytes:
-            body = float(sum(layer_bytes.get(i, 0) for i in index))
+            body = float(sum(size for i, size in layer_bytes.items() if i in index)) + parts.padding * layers
         else:
             body = parts.layer * scale * layers
         weights = body + (embed if stage == 0 else 0.0) + (head if stage == settings.pp - 1 else 0.0)
@@ -188,7 +216,7 @@ def per_rank(shape: ModelShape, weights_total: float, settings: Settings, extras
         ranks.append(RankMemory(
             stage * settings.tp, stage, tuple(range(stage * settings.tp, (stage + 1) * settings.tp)), layers,
             budget, weights / settings.tp + (extra_weights if last else 0.0),
-            overhead(shape, settings, vocab_hidden), full + (extra_kv if last else 0.0), sliding,
+            overhead(shape, settings, vocab_hidden, layers), full + (extra_kv if last else 0.0), sliding,
             (shape.sliding_window or 0) - 1 + settings.max_num_batched_tokens, settings.block_size,
             float(settings.kv_cache_memory) if settings.kv_cache_memory is not None else None))
         first += layers
