@@ -65,7 +65,9 @@ def test_status_and_waits_follow_each_backend(running):
     assert not said["a"].up and said["a"].status == "DOWN" and time.monotonic() - start < 3, said
     (node,) = status(router, FakeRouterBackend())
     assert node.container.state == "running" and node.error is None
-    assert node.backends["alpha"].up and not node.backends["beta"].up
+    assert router.backends["alpha"].startswith("head_127.0.0.1_") and router.backends["beta"].startswith(
+        "head_127.0.0.2_")  # one backend per head endpoint, read back from the config
+    assert node.backends[router.backends["alpha"]].up and not node.backends[router.backends["beta"]].up
 
 
 def test_smoke_via_router(running):

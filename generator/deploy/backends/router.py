@@ -12,7 +12,7 @@ from __future__ import annotations
 import io
 import subprocess
 import tarfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
@@ -46,6 +46,7 @@ class RouterDeployment:
     image: str
     port: int
     api_key_env: str
+    backends: dict[str, str] = field(default_factory=dict)  # recipe id -> its head endpoint's backend
 
     @property
     def config_file(self) -> Path:
