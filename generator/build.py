@@ -33,6 +33,7 @@ class BuildResult:
     files: dict[str, str] = field(default_factory=dict)  # path relative to out/ -> text
     warnings: list[Diagnostic] = field(default_factory=list)
     recipes: list[Recipe] = field(default_factory=list)  # loaded, when asked for (keep_recipes)
+    watched: list[list[str]] = field(default_factory=list)  # what the compile read beyond the inputs (uptodate.py)
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,7 @@ class _Outcome:
     files: dict[str, str]
     findings: list[Diagnostic]
     recipe: Recipe | None = None
+    watched: list[list[str]] = field(default_factory=list)
 
 
 def compile_recipes(recipe_paths: list[Path], cluster: Cluster, root: Path, out_dir: Path,
@@ -79,6 +81,7 @@ def compile_recipes(recipe_paths: list[Path], cluster: Cluster, root: Path, out_
             result.warnings.extend(outcome.findings)
             if outcome.recipe is not None:
                 result.recipes.append(outcome.recipe)
+            result.watched += outcome.watched
             if on_result is not None and not errors:  # once one recipe failed nothing will be written
                 on_result(recipe_id, outcome.files)
     finally:
@@ -99,7 +102,24 @@ def _compile_outcome(path: Path, cluster: Cluster, root: Path, out_dir: Path, st
         plan, files, findings = compile_one(path, cluster, root, out_dir, strict)
     except RecipegenError as exc:
         return _Outcome(None, {}, exc.diagnostics)
-    return _Outcome(plan.recipe.id, files, findings, plan.recipe if keep_recipe else None)
+    return _Outcome(plan.recipe.id, files, findings, plan.recipe if keep_recipe else None,
+                    watched(plan.recipe, root))
+
+
+def watched(recipe: Recipe, root: Path) -> list[list[str]]:
+    """What compiling `recipe` read beyond the inputs a no-change build hashes (generator/write/uptodate.py):
+    parents and mods outside recipes/ (by content), its model's folder in the Hugging Face cache (by stat, for
+    the fit rules); ["uncached", model] for a model in a mounted folder (the next build compiles)."""
+    from generator.resolve.modelfiles import hub_cache
+    from generator.resolve.modelid import read_model
+
+    recipes = (root / "recipes").resolve()
+    paths = [doc.path for doc in recipe.documents] + [m.folder for m in recipe.mods if m.folder is not None]
+    found = [["tree", str(p.resolve())] for p in paths if not p.resolve().is_relative_to(recipes)]
+    model = read_model(recipe.model)
+    if model.cache_folder is None:
+        return found + [["uncached", recipe.model]]
+    return found + [["stats", str(hub_cache() / model.cache_folder)]]
 
 
 def compile_one(path: Path, cluster: Cluster, root: Path, out_dir: Path,
@@ -181,7 +201,7 @@ def compile_project(project: Project, cluster: Cluster, out_dir: Path, refs: tup
         raise RecipegenError(Diagnostic(str(project.recipes_dir), None, None, None, "no recipes to build"))
     sides = [side for side in SIDE_STACKS if side.wanted(cluster)]
     compiled = compile_recipes(paths, cluster, project.root, out_dir, strict, on_result, keep_recipes=bool(sides))
-    build = ProjectBuild(compiled.recipe_ids, compiled.files, compiled.warnings, compiled.recipes,
+    build = ProjectBuild(compiled.recipe_ids, compiled.files, compiled.warnings, compiled.recipes, compiled.watched,
                          folders=list(compiled.recipe_ids), prune=not refs)
     build.dropped = [side.folder for side in SIDE_STACKS if side not in sides]
     recipes, broken = _whole_project(project, paths, compiled.recipes) if sides else ([], [])
