@@ -261,6 +261,28 @@ def test_up_succeeds_when_the_head_serves(deployment: CompiledDeployment, monkey
     assert asked == [("spark1", deployment.plan.serve_port)]
 
 
+def test_up_ends_with_the_router_step_and_its_outcome_is_in_the_result(deployment: CompiledDeployment,
+                                                                        monkeypatch: pytest.MonkeyPatch):
+    """Issue 41: the router step is an action of `up`, its outcome part of UpResult (the CLI only formats it)."""
+    from generator.deploy import probe, readiness
+    from generator.deploy.backends.router import Applied
+    from generator.deploy.router import RouterUp
+
+    served = deployment.plan.served_model_name
+    answers = {f"{deployment.url}/health": b"", f"{deployment.url}/v1/models": json.dumps(
+        {"data": [{"id": served}]}).encode()}
+    monkeypatch.setattr(readiness, "_get", lambda url: answers.get(url))
+    monkeypatch.setattr(readiness, "holder_or_reason", lambda node, image, port: PortHolder(
+        42, "vllm", "f" * 64, f"{deployment.project}-engine-1", deployment.project, "0"))
+    monkeypatch.setattr(probe, "probe", lambda url, model, timeout: probe.ProbeResult(url, model, text="hi"))
+    asked = []
+    step = RouterUp([Applied("spark1", "reloaded")], {"spark1": "no backend for it (is out/_router current?)"})
+    result = actions.launch(deployment, FakeBackend(), 5, False, lambda node, state: None, [], 5,
+                            router=lambda dep: asked.append(dep.project) or step)
+    assert asked == [deployment.project] and result.router is step
+    assert result.ok and not result.routed
+
+
 def test_up_fails_when_another_process_answers_on_the_heads_port(deployment: CompiledDeployment,
                                                                  monkeypatch: pytest.MonkeyPatch):
     """Issue 22: another recipe's engine answering with the same served name is not this recipe serving."""
