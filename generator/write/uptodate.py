@@ -12,7 +12,9 @@ which is committed) holds:
   each recipe's model folder in the local Hugging Face cache, which the fit rules read (by stat of its refs/ and
   snapshots/). A recipe whose model is a mounted folder is not recorded: the next run compiles;
 - out/ as the run left it: every entry, with each file's inode, size, mtime and ctime (a write, a rename, a
-  `touch`, a copy over it all change the ctime: an edited file is never taken for ours);
+  `touch`, a copy over it all change the ctime: an edited file is never taken for ours); a file changed within
+  two seconds of the record, also by content (file times come from a coarse clock: an edit in the same tick
+  could keep every stat, as git's "racy" entries);
 - the lines it printed on stderr (warnings), and its counts.
 
 A mismatch anywhere, or a record that cannot be read, means a full compile: the record only ever skips work.
@@ -26,13 +28,15 @@ import os
 import stat
 import sys
 import tempfile
+import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 VERSION = 1
 _LIBRARIES = ("jinja2", "markupsafe", "yaml", "jsonschema", "jsonschema_rs")
 _HF_ENV = ("HF_HUB_CACHE", "HF_HOME", "XDG_CACHE_HOME", "HOME")
-_KEEP = 256  # records kept in the folder; the oldest go first
+_KEEP = 256
+RACY_NS = 2 * 10**9  # records kept in the folder; the oldest go first
 PACKAGE = Path(__file__).resolve().parent.parent  # generator/: its code shapes the output
 DISABLE_ENV = "RECIPEGEN_NO_BUILD_RECORD"  # set (to anything): always compile (benchmarks time a full rebuild)
 
@@ -46,6 +50,9 @@ class Record:
     stderr: list[str] = field(default_factory=list)
     files: int = 0
     recipes: int = 0
+    # Files changed less than RACY_NS before the record was taken, by content: the kernel stamps times from a
+    # coarse clock (a jiffy, or a second on some filesystems), so a same-size rewrite in that tick keeps every stat.
+    racy: dict[str, str] = field(default_factory=dict)
 
 
 def _folder() -> Path | None:
@@ -161,7 +168,18 @@ def recall(run: str, digest: str, out: Path) -> Record | None:
         return None
     if watched_digest(record.watched) != record.watched_digest:
         return None
+    if record.racy:
+        if any(_sha256(out / rel) != want for rel, want in record.racy.items()):
+            return None
+        remember(run, record, out)  # proven by content: the next run need only stat them, once they are old
     return record
+
+
+def _sha256(path: Path) -> str:
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return ""
 
 
 def remember(run: str, record: Record, out: Path) -> None:
@@ -169,8 +187,11 @@ def remember(run: str, record: Record, out: Path) -> None:
     folder = _folder()
     if folder is None or os.environ.get(DISABLE_ENV):
         return
+    now = time.time_ns()
     record.outputs = out_state(out)
     record.watched_digest = watched_digest(record.watched)
+    record.racy = {rel: _sha256(out / rel) for rel, info in record.outputs.items()
+                   if info is not None and max(info[2], info[3]) > now - RACY_NS}
     target = folder / f"{run}.json"
     try:
         tmp = target.with_suffix(f".{os.getpid()}.tmp")
