@@ -35,8 +35,8 @@ from pathlib import Path
 VERSION = 1
 _LIBRARIES = ("jinja2", "markupsafe", "yaml", "jsonschema", "jsonschema_rs")
 _HF_ENV = ("HF_HUB_CACHE", "HF_HOME", "XDG_CACHE_HOME", "HOME")
-_KEEP = 256
-RACY_NS = 2 * 10**9  # records kept in the folder; the oldest go first
+_KEEP = 256  # records kept in the folder; the oldest go first
+RACY_NS = 2 * 10**9  # a file changed this close to its record is also checked by content
 PACKAGE = Path(__file__).resolve().parent.parent  # generator/: its code shapes the output
 DISABLE_ENV = "RECIPEGEN_NO_BUILD_RECORD"  # set (to anything): always compile (benchmarks time a full rebuild)
 
