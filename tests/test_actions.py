@@ -133,7 +133,9 @@ def test_up_with_keep_leaves_the_failed_ranks(deployment: CompiledDeployment):
     assert "stop" not in backend.calls and "remove_new" not in backend.calls
 
 
-def test_up_succeeds_when_the_head_serves(deployment: CompiledDeployment, monkeypatch: pytest.MonkeyPatch):
+def head_serves(deployment: CompiledDeployment, monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:
+    """The head answers as its own engine, and the first request too; returns the (node, port) asked for who
+    holds the head's port."""
     from generator.deploy import probe, readiness
 
     served = deployment.plan.served_model_name
@@ -149,9 +151,29 @@ def test_up_succeeds_when_the_head_serves(deployment: CompiledDeployment, monkey
     monkeypatch.setattr(readiness, "holder_or_reason", own_head)
     # The first request (tests/test_first_request.py) answers.
     monkeypatch.setattr(probe, "probe", lambda url, model, timeout: probe.ProbeResult(url, model, text="hi"))
+    return asked
+
+
+def test_up_succeeds_when_the_head_serves(deployment: CompiledDeployment, monkeypatch: pytest.MonkeyPatch):
+    asked = head_serves(deployment, monkeypatch)
     result = up(deployment, FakeBackend())
     assert result.ok and result.url == deployment.url
     assert asked == [("spark1", deployment.plan.serve_port)]
+
+
+def test_up_ends_with_the_router_step_and_its_outcome_is_in_the_result(deployment: CompiledDeployment,
+                                                                        monkeypatch: pytest.MonkeyPatch):
+    """Issue 41: the router step is an action of `up`, its outcome part of UpResult (the CLI only formats it)."""
+    from generator.deploy.backends.router import Applied
+    from generator.deploy.router import RouterUp
+
+    head_serves(deployment, monkeypatch)
+    asked: list[str] = []
+    step = RouterUp([Applied("spark1", "reloaded")], {"spark1": "no backend for it (is out/_router current?)"})
+    result = actions.launch(deployment, FakeBackend(), 5, False, lambda node, state: None, [], 5,
+                            router=lambda dep: asked.append(dep.project) or step)
+    assert asked == [deployment.project] and result.router is step
+    assert result.ok and not result.routed
 
 
 def test_up_fails_when_another_process_answers_on_the_heads_port(deployment: CompiledDeployment,

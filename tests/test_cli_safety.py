@@ -68,8 +68,10 @@ def test_a_users_file_in_an_out_folder_stops_the_build_and_survives(project: Pat
 def test_a_recipe_named_twice_is_built_once(project: Path):
     result = run("build", "glm-4-5-air-sglang", "recipes/glm-4-5-air-sglang/", "--out", "o3")
     assert result.exit_code == 0, result.output
-    assert "4 files for 1 recipe(s)" in result.stdout
-    assert sorted(tree(project / "o3")) == ["glm-4-5-air-sglang/group-watch.py", "glm-4-5-air-sglang/spark1/compose.yaml",
+    assert "7 files for 1 recipe(s)" in result.stdout  # and the router's 3, built from every recipe (issue 43)
+    assert sorted(tree(project / "o3")) == ["_router/haproxy.cfg", "_router/spark1/compose.yaml", "_router/stack.yaml",
+                                            "glm-4-5-air-sglang/group-watch.py",
+                                            "glm-4-5-air-sglang/spark1/compose.yaml",
                                             "glm-4-5-air-sglang/spark2/compose.yaml", "glm-4-5-air-sglang/stack.yaml"]
 
 
@@ -164,9 +166,9 @@ def test_naming_nodes_sets_how_many_and_which(project: Path):
     recipe.write_text(recipe.read_text().replace("required_nodes = 1\n", 'nodes = ["spark2"]\n'))
     result = run("build", "qwen3-coder-30b-a3b-fp8", "--out", "o6")
     assert result.exit_code == 0, result.output
-    assert sorted(tree(project / "o6")) == ["qwen3-coder-30b-a3b-fp8/group-watch.py",
-                                            "qwen3-coder-30b-a3b-fp8/spark2/compose.yaml",
-                                            "qwen3-coder-30b-a3b-fp8/stack.yaml"]
+    assert sorted(p for p in tree(project / "o6") if not p.startswith("_router/")) == [
+        "qwen3-coder-30b-a3b-fp8/group-watch.py", "qwen3-coder-30b-a3b-fp8/spark2/compose.yaml",
+        "qwen3-coder-30b-a3b-fp8/stack.yaml"]
     assert 'VLLM_HOST_IP: "192.168.100.11"' in (project / "o6/qwen3-coder-30b-a3b-fp8/spark2/compose.yaml").read_text()
     recipe.write_text(recipe.read_text().replace('nodes = ["spark2"]\n', 'nodes = ["spark2"]\nrequired_nodes = 2\n'))
     result = run("build", "qwen3-coder-30b-a3b-fp8", "--out", "o7")

@@ -44,15 +44,15 @@ def test_golden_case_routes_every_served_name(fresh: Path):
     """Each served name (--served-model-name and its aliases, `=` form too, else the model) goes to its recipe's
     head address and port; the recipe left out of the router's list is not routed."""
     config = (fresh / "haproxy.cfg").read_text("utf-8")
-    routes = {line.split()[1]: line for line in config.splitlines() if line.strip().startswith("use_backend recipe_")}
-    assert set(routes) == {"recipe_qwen3-coder", "recipe_glm-air", "recipe_small-model"}
-    assert "'qwen3-coder' 'qwen3-coder-30b'" in routes["recipe_qwen3-coder"]
-    assert "'glm-4.5-air'" in routes["recipe_glm-air"]
-    assert "'Qwen/Qwen3-0.6B'" in routes["recipe_small-model"]
+    routes = {line.split()[1]: line for line in config.splitlines() if line.strip().startswith("use_backend head_")}
+    assert set(routes) == {"head_192.168.100.10_8000", "head_192.168.100.11_30000", "head_192.168.100.11_8001"}
+    assert "-m str -- 'qwen3-coder' 'qwen3-coder-30b'" in routes["head_192.168.100.10_8000"]
+    assert "'glm-4.5-air'" in routes["head_192.168.100.11_30000"]
+    assert "'Qwen/Qwen3-0.6B'" in routes["head_192.168.100.11_8001"]
     servers = [line.split()[2] for line in config.splitlines() if line.strip().startswith("server head ")]
     assert servers == ["192.168.100.10:8000", "192.168.100.11:30000", "192.168.100.11:8001"]
     assert "ssl verify none" in config.splitlines()[[i for i, l in enumerate(config.splitlines())
-                                                      if "192.168.100.11:8001" in l][0]]
+                                                      if "server head 192.168.100.11:8001" in l][0]]
     models = json.loads(next(l for l in config.splitlines() if "/v1/models" in l and "return" in l)
                         .split(" string '", 1)[1].split("' if ", 1)[0])
     assert [m["id"] for m in models["data"]] == ["qwen3-coder", "qwen3-coder-30b", "glm-4.5-air", "Qwen/Qwen3-0.6B"]
@@ -67,9 +67,9 @@ def test_haproxy_settings_the_issue_asks_for(fresh: Path):
     # node's one GPU taken in turn, does not pass); /health where the engine asks for an API key (VLLM_API_KEY).
     backends = {part.split("\n", 1)[0].strip(): part for part in config.split("\nbackend ")[1:]}
     assert "option httpchk GET /v1/models\n    http-check expect rstring '\"id\" *: *\"qwen3-coder\"'" \
-        in backends["recipe_qwen3-coder"]
-    assert "http-check expect rstring '\"id\" *: *\"glm-4\\.5-air\"'" in backends["recipe_glm-air"]
-    assert "option httpchk GET /health\n    http-check expect status 200" in backends["recipe_small-model"]
+        in backends["head_192.168.100.10_8000"]
+    assert "http-check expect rstring '\"id\" *: *\"glm-4\\.5-air\"'" in backends["head_192.168.100.11_30000"]
+    assert "option httpchk GET /health\n    http-check expect status 200" in backends["head_192.168.100.11_8001"]
 
 
 def test_compose_file_carries_the_config_and_no_key(fresh: Path):
@@ -103,22 +103,38 @@ def test_output_is_deterministic(tmp_path: Path):
     assert outs[0] == outs[1] and outs[0]
 
 
-def test_subset_build_leaves_the_router_and_removing_it_prunes(tmp_path: Path):
+def test_a_one_recipe_build_leaves_out_current_and_removing_the_router_prunes(tmp_path: Path):
+    """Issue 43: `recipegen build <one recipe>` with a cluster that has a [router] rebuilds out/_router/ too (it
+    is compiled from every recipe of the project), so `build --check` passes right after it."""
+    project = tmp_path / "p"
+    shutil.copytree(CASE, project, ignore=shutil.ignore_patterns("expected"))
+    assert recipegen(project, "build").exit_code == 0
+    (project / "recipes" / "glm-air" / "recipe.toml").write_text(
+        (project / "recipes" / "glm-air" / "recipe.toml").read_text() .replace("glm-4.5-air", "glm-air-renamed"))
+    built = recipegen(project, "build", "glm-air")
+    assert built.exit_code == 0, built.output
+    assert "glm-air-renamed" in (project / "out" / "_router" / "haproxy.cfg").read_text()
+    assert recipegen(project, "build", "--check").exit_code == 0
+    cluster = project / "cluster.toml"
+    cluster.write_text(cluster.read_text().split("[router]")[0])
+    assert recipegen(project, "build", "glm-air").exit_code == 0  # a one-recipe build drops it as well
+    assert not (project / "out" / "_router").exists()
+    assert recipegen(project, "build", "--check").exit_code == 0
+
+
+def test_a_one_recipe_build_says_why_the_router_is_not_rebuilt(tmp_path: Path):
+    """Another recipe that does not load: the router (built from every recipe) is left as it was, said in one
+    line; the recipe named is built."""
     project = tmp_path / "p"
     shutil.copytree(CASE, project, ignore=shutil.ignore_patterns("expected"))
     assert recipegen(project, "build").exit_code == 0
     before = snapshot(project / "out" / "_router")
-    (project / "recipes" / "glm-air" / "recipe.toml").write_text(
-        (project / "recipes" / "glm-air" / "recipe.toml").read_text() .replace("glm-4.5-air", "glm-air-renamed"))
-    assert recipegen(project, "build", "glm-air").exit_code == 0
-    assert snapshot(project / "out" / "_router") == before  # a part of the recipes cannot say what the router serves
-    assert recipegen(project, "build", "--check").exit_code == 1
-    assert recipegen(project, "build").exit_code == 0
-    assert "glm-air-renamed" in (project / "out" / "_router" / "haproxy.cfg").read_text()
-    cluster = project / "cluster.toml"
-    cluster.write_text(cluster.read_text().split("[router]")[0])
-    assert recipegen(project, "build").exit_code == 0
-    assert not (project / "out" / "_router").exists()
+    (project / "recipes" / "qwen3-coder" / "recipe.toml").write_text("engine = \n")
+    built = recipegen(project, "build", "glm-air")
+    assert built.exit_code == 0, built.output
+    assert ("out/_router: warning: not rebuilt: recipes/qwen3-coder/recipe.toml does not load (`recipegen "
+            "validate` says why), and this stack is built from every recipe") in built.output, built.output
+    assert snapshot(project / "out" / "_router") == before
 
 
 # --- what validate refuses ------------------------------------------------------------------------------------------
@@ -158,8 +174,13 @@ def test_two_profiles_at_one_head_share_their_name(tmp_path: Path):
     assert recipegen(project, "build").exit_code == 0
     config = (project / "out" / "_router" / "haproxy.cfg").read_text()
     assert config.count('{"id":"big",') == 1 and '"owned_by":"big"' in config
-    rules = [line.split()[1] for line in config.splitlines() if line.strip().startswith("use_backend recipe_")]
-    assert rules == ["recipe_big", "recipe_big-agent"]  # the first wins; both backends report their health
+    # Issue 41: one backend per head endpoint, so no second rule for the same name that could never match, and
+    # one health check (`ps` says which recipe holds the head, from its container's label).
+    rules = [line.split()[1] for line in config.splitlines() if line.strip().startswith("use_backend head_")]
+    assert rules == ["head_127.0.0.1_8000"]
+    assert [line for line in config.splitlines() if line.startswith("backend head_")] == [
+        "backend head_127.0.0.1_8000"]
+    assert "of recipe(s): big big-agent" in config
     moved = write_project(tmp_path / "q", CLUSTER + router_table(), {
         "big": base, "big-agent": 'extends = "big"\nnodes = ["b"]\n'})
     result = recipegen(moved, "validate")
@@ -267,7 +288,7 @@ def test_a_stopped_backend_fails_fast_naming_the_model_and_comes_back(routed):
         assert answer.status == 503 and answer.total < 1.5, (answer.status, answer.total)
         error = answer.json()["error"]
         assert error["code"] == 503 and "model beta is not available" in error["message"], error
-        if "recipe beta is not serving" in error["message"]:
+        if "its head does not pass the router check" in error["message"]:
             break  # taken out by its health checks: answered at once, without trying it
         assert time.monotonic() - start < 3, "the health checks did not take the stopped head out"
     assert answer.total < 0.2
@@ -299,10 +320,11 @@ def test_api_key_from_the_environment(tmp_path: Path, haproxy: str, monkeypatch:
         assert request("127.0.0.1", router, "GET", "/health").status == 200  # probes need no key
 
 
-def test_another_recipe_at_the_same_head_does_not_pass_for_this_one(tmp_path: Path, haproxy: str):
+def test_recipes_taking_turns_at_one_head_share_one_backend(tmp_path: Path, haproxy: str):
     """One GPU per node: recipes take turns at a node's address and port (the bundled cluster's qwen3-coder and
-    deepseek both serve spark1:8000). While one runs there, the other's backend must be down, so its model gets the
-    router's fast 503 naming it, not the running engine's own 404, and `ps` does not show it up."""
+    deepseek both serve spark1:8000). One backend for that endpoint (issue 41): while alpha runs there, a request
+    for beta reaches alpha's engine, which answers its own OpenAI 404 naming beta; with nothing there, the router's
+    fast 503 names the model and both recipes."""
     port = free_port()
     router = free_port()
     project = write_project(tmp_path / "p", CLUSTER + router_table(port=router, health_interval="200ms"), {
@@ -316,7 +338,11 @@ def test_another_recipe_at_the_same_head_does_not_pass_for_this_one(tmp_path: Pa
         time.sleep(0.8)  # health checks every 200 ms, two to change a server's state
         assert request("127.0.0.1", router, "POST", "/v1/chat/completions", chat("alpha", 3)).status == 200
         beta = request("127.0.0.1", router, "POST", "/v1/chat/completions", chat("beta", 3))
-        assert beta.status == 503 and "recipe beta is not serving" in beta.json()["error"]["message"], beta.body
+        assert beta.status == 404 and "`beta` does not exist" in beta.json()["error"]["message"], beta.body
+        head.stop()
+        time.sleep(0.8)
+        beta = request("127.0.0.1", router, "POST", "/v1/chat/completions", chat("beta", 3))
+        assert beta.status == 503 and "(recipe alpha or beta;" in beta.json()["error"]["message"], beta.body
     finally:
         proc.kill()
         proc.wait(timeout=10)

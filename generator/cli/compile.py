@@ -15,6 +15,7 @@ import click
 from generator.diagnostics import Diagnostic, RecipegenError, Severity
 
 if TYPE_CHECKING:
+    from generator.build import ProjectBuild
     from generator.plan.types import RecipePlan
     from generator.resolve.model import Cluster
     from generator.resolve.project import Project
@@ -59,51 +60,66 @@ cluster_option = click.option("--cluster", "cluster_path", type=click.Path(path_
 def build(recipes: tuple[str, ...], cluster_path: Path | None, out_dir: Path | None, check: bool, strict: bool,
           force: bool) -> None:
     """Compile RECIPES (recipe.toml files, their folders or ids; none = every recipe under recipes/)."""
-    from generator.build import compile_recipes, compile_router
-    from generator.plan.router import ROUTER_DIR
-    from generator.write.compare import differences
-    from generator.write.journal import leftover_problems, recover
+    from generator.resolve.project import Project
+    from generator.write import uptodate
+
+    project = Project.of(recipes, cluster_path)
+    out = out_dir or project.default_out
+    run = uptodate.key(project.root, cluster_path or project.default_cluster, out, recipes, strict)
+    digest = uptodate.inputs_digest(project.root, cluster_path or project.default_cluster)
+    known = uptodate.recall(run, digest, out)
+    if known is not None:  # the same inputs, and out/ as that run left it: say what it said
+        for line in known.stderr:
+            click.echo(line, err=True)
+        click.echo(f"{out}: up to date ({known.files} files)" if check else
+                   f"{out}: {known.files} files for {known.recipes} recipe(s), 0 changed")
+        return
+    said: list[Diagnostic] = []
+    given = inputs(cluster_path, out_dir, recipes)
+    project.check_out_dir(out)
+    said += given.cluster_warnings + (project.skipped_recipes() if not recipes else [])
+    print_diagnostics(said)
+    if any(w.fails(strict) for w in given.cluster_warnings):
+        sys.exit(1)
+    result = (_check if check else _write)(given, recipes, strict, force)
+    if not any(kind == "uncached" for kind, _ in result.watched):
+        uptodate.remember(run, uptodate.Record(digest, result.watched, "", {}, [str(d) for d in said + result.warnings],
+                                               len(result.files), len(result.recipe_ids)), out)
+
+
+def _write(given: Inputs, recipes: tuple[str, ...], strict: bool, force: bool) -> ProjectBuild:
+    from generator.build import compile_project
+    from generator.write.journal import recover
     from generator.write.lock import held
     from generator.write.output import Stager
 
-    given = inputs(cluster_path, out_dir, recipes)
-    project, cluster, out = given.project, given.cluster, given.out
-    paths = project.recipe_paths(recipes)
-    if not paths:
-        raise RecipegenError(Diagnostic(str(project.recipes_dir), None, None, None, "no recipes to build"))
-    project.check_out_dir(out)
-    print_diagnostics(given.cluster_warnings)
-    if not recipes:
-        print_diagnostics(project.skipped_recipes())
-    if any(w.fails(strict) for w in given.cluster_warnings):
-        sys.exit(1)
-    prune = not recipes
-    if not check:
-        # One build writes out/ at a time: another one's staging is not an interrupted build's to clean up, and
-        # out/'s files are checked (replaceable?) under the same lock as the swap.
-        with held(out.parent):
-            print_diagnostics(recover(out))  # a build killed mid-swap: finish it first, and say so
-            with Stager(out, force) as stager:  # stages recipes as they compile; nothing lands unless all do
-                result = compile_recipes(paths, cluster, project.root, out, strict, on_result=stager.offer)
-                # The router serves every recipe, so only a whole build writes it (or prunes it, when it is gone).
-                router = compile_router(paths, cluster, project.root, out) if prune else {}
-                if router:
-                    stager.offer(ROUTER_DIR, router)
-                    result.files.update(router)
-                diffs = stager.commit(result.recipe_ids + ([ROUTER_DIR] if router else []), prune)
-        print_diagnostics(result.warnings)
-        for d in diffs:
-            if d.kind in ("symlink", "stray"):
-                click.echo(f"{_shown_in(out, d.path)}: replaced ({_KIND[d.kind]})", err=True)
-        click.echo(f"{out}: {len(result.files)} files for {len(result.recipe_ids)} recipe(s), {len(diffs)} changed")
-        return
-    result = compile_recipes(paths, cluster, project.root, out, strict)
-    router = compile_router(paths, cluster, project.root, out) if prune else {}
-    result.files.update(router)
+    out = given.out
+    # One build writes out/ at a time: another one's staging is not an interrupted build's to clean up, and
+    # out/'s files are checked (replaceable?) under the same lock as the swap.
+    with held(out.parent):
+        print_diagnostics(recover(out))  # a build killed mid-swap: finish it first, and say so
+        with Stager(out, force) as stager:  # stages folders as they compile; nothing lands unless all do
+            result = compile_project(given.project, given.cluster, out, recipes, strict, on_result=stager.offer)
+            diffs = stager.commit(result.folders, result.prune, result.dropped)
+    print_diagnostics(result.warnings)
+    for d in diffs:
+        if d.kind in ("symlink", "stray"):
+            click.echo(f"{_shown_in(out, d.path)}: replaced ({_KIND[d.kind]})", err=True)
+    click.echo(f"{out}: {len(result.files)} files for {len(result.recipe_ids)} recipe(s), {len(diffs)} changed")
+    return result
+
+
+def _check(given: Inputs, recipes: tuple[str, ...], strict: bool, force: bool) -> ProjectBuild:
+    from generator.build import compile_project
+    from generator.write.compare import differences
+    from generator.write.journal import leftover_problems
+
+    out = given.out
+    result = compile_project(given.project, given.cluster, out, recipes, strict)
     print_diagnostics(result.warnings)
     interrupted = leftover_problems(out)
     print_diagnostics(interrupted)
-    diffs = differences(out, result.files, result.recipe_ids + ([ROUTER_DIR] if router else []), prune)
+    diffs = differences(out, result.files, result.folders, result.prune, result.dropped)
     for d in diffs[:20]:
         click.echo(f"{_shown_in(out, d.path)}: {_KIND.get(d.kind, d.kind)}", err=True)
     if diffs or interrupted:
@@ -112,6 +128,7 @@ def build(recipes: tuple[str, ...], cluster_path: Path | None, out_dir: Path | N
                    "run `recipegen build`", err=True)
         sys.exit(1)
     click.echo(f"{out}: up to date ({len(result.files)} files)")
+    return result
 
 
 def _shown_in(out: Path, relative: str) -> str:
@@ -203,18 +220,14 @@ def diff(recipes: tuple[str, ...], cluster_path: Path | None, out_dir: Path | No
     """Show what a rebuild would change in out/, per node, as a unified diff."""
     import difflib
 
-    from generator.build import compile_recipes, compile_router
+    from generator.build import compile_project
     from generator.diagnostics import display_path
-    from generator.plan.router import ROUTER_DIR
     from generator.write.compare import differences
 
     given = inputs(cluster_path, out_dir, recipes)
     out = given.out
-    paths = given.project.recipe_paths(recipes)
-    result = compile_recipes(paths, given.cluster, given.project.root, out)
-    router = {} if recipes else compile_router(paths, given.cluster, given.project.root, out)
-    result.files.update(router)
-    diffs = differences(out, result.files, result.recipe_ids + ([ROUTER_DIR] if router else []), prune=not recipes)
+    result = compile_project(given.project, given.cluster, out, recipes)
+    diffs = differences(out, result.files, result.folders, result.prune, result.dropped)
     for d in diffs:
         shown = display_path(out / d.path)
         if d.kind == "stale" and d.path.endswith("/"):

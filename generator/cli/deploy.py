@@ -126,15 +126,20 @@ def _up(dep: CompiledDeployment, backend: Backend, timeout: float, keep: bool, s
         click.echo(f"preflight failed on {len({f.node for f in failed})} node(s); nothing was started", err=True)
     if failed:
         sys.exit(1)
+    from generator.deploy.router import join
+
     with Progress([t.name for t in dep.targets], dep.head.name) as progress:
-        result = actions.launch(dep, backend, timeout, keep, progress.update, found, probe_timeout)
+        result = actions.launch(dep, backend, timeout, keep, progress.update, found, probe_timeout,
+                                router=lambda d: join(d, swarm))
     if result.ok:
         if result.probe is not None:
             click.echo(f"{dep.project}: first request: {probe_line(result.probe)}")
         click.echo(f"{dep.project}: serving {dep.plan.served_model_name} at {result.url}")
-        from generator.cli.router import after_up
+        if result.router is not None:
+            from generator.cli.router import report_up
 
-        if not after_up(dep, swarm):  # the recipe serves, but the one endpoint does not reach it
+            report_up(dep.project, result.router)
+        if not result.routed:  # the recipe serves, but the one endpoint does not reach it
             sys.exit(1)
         return
     click.echo(f"{dep.project}: up failed: {result.failure}", err=True)
@@ -227,9 +232,13 @@ def down(recipe: str, cluster_path: Path | None, out_dir: Path | None, swarm: bo
     _report_down(result)
     if not result.ok:
         sys.exit(1)
-    from generator.cli.router import after_down
+    from generator.deploy.router import leave
 
-    after_down(dep, swarm)
+    said = leave(dep, swarm)
+    if said is not None:
+        from generator.cli.router import report_down
+
+        report_down(dep.project, said)
 
 
 @click.command()
@@ -251,9 +260,13 @@ def ps(recipe: str, cluster_path: Path | None, out_dir: Path | None, swarm: bool
           [[r.node, r.context, r.container, r.state, r.health, r.uptime, r.status] for r in result.ranks])
     for line in group_lines(dep.project, result.group):
         click.echo(line)
-    from generator.cli.router import show_ps
+    from generator.deploy import router
 
-    show_ps(dep, swarm)
+    routing = router.ps(dep, swarm)
+    if routing is not None:
+        from generator.cli.router import show_ps
+
+        show_ps(dep.project, dep.cluster.name, routing)
     from generator.deploy.lock import unlock_hint
 
     for name, holder in result.held.items():

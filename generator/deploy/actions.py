@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator
 
 from generator.deploy.backends.base import NOT_STARTED, UNREACHABLE, Backend, Outcome, RankState, Removal, container_logs
 from generator.deploy.docker import merged_lines, output_of
@@ -18,6 +18,9 @@ from generator.deploy.probe import PROBE_TIMEOUT, ProbeResult, first_request
 from generator.deploy.readiness import DeployFailed, wait_until_serving
 from generator.deploy.targets import CompiledDeployment, Deployment, Target, each
 from generator.plan.types import duration_seconds
+
+if TYPE_CHECKING:
+    from generator.deploy.router import RouterUp
 
 LAST_LINES = 30  # of each rank's log, shown when `up` fails
 LOG_PATIENCE = 3.0  # seconds a rank's empty log is asked again before it is shown empty
@@ -50,10 +53,16 @@ class UpResult:
     last_logs: dict[str, str] = field(default_factory=dict)  # node -> its rank's last log lines
     cleanup: list[Removal] | None = None  # what this up started, removed after a failure (None: --keep)
     probe: ProbeResult | None = None  # the first request's answer (None: --no-probe, or up failed)
+    router: RouterUp | None = None  # the router step, after the recipe serves (None: no router routes it)
 
     @property
     def started(self) -> bool:
         return not errors(self.findings)
+
+    @property
+    def routed(self) -> bool:
+        """The cluster's router (when one routes this recipe) routes to it: the one endpoint reaches it."""
+        return self.router is None or self.router.ok
 
     @property
     def ok(self) -> bool:
@@ -73,9 +82,10 @@ def check(dep: CompiledDeployment, backend: Backend,
 
 def launch(dep: CompiledDeployment, backend: Backend, timeout: float, keep: bool,
            on_change: Callable[[str, str], None], checked: list[Finding],
-           probe_timeout: float | None = PROBE_TIMEOUT) -> UpResult:
+           probe_timeout: float | None = PROBE_TIMEOUT,
+           router: Callable[[CompiledDeployment], RouterUp | None] | None = None) -> UpResult:
     """Start every rank (at once), wait until the head serves, then send it one real request (unless
-    probe_timeout is None). On failure: every rank's last log lines, then what this `up` started removed (unless
+    probe_timeout is None), then `router` (the router step: generator/deploy/router.py's join). On failure: every rank's last log lines, then what this `up` started removed (unless
     keep): never an earlier deployment's containers. `checked`: what `check` found, without an error."""
     answer = None
     before = backend.existing(dep)
@@ -91,7 +101,8 @@ def launch(dep: CompiledDeployment, backend: Backend, timeout: float, keep: bool
     except Exception as exc:  # noqa: BLE001 - a docker error mid-way: reported like the rest, then cleaned up
         failure = str(exc) or type(exc).__name__
     else:
-        return UpResult(dep.project, checked, url=dep.url, probe=answer)
+        return UpResult(dep.project, checked, url=dep.url, probe=answer,
+                        router=router(dep) if router is not None else None)
     logs = last_logs(dep)
     return UpResult(dep.project, checked, failure=failure, last_logs=logs,
                     cleanup=None if keep else backend.remove_new(dep, before))

@@ -39,19 +39,46 @@ class Route:
     address: str  # the head node's fabric address
     port: int
     tls: bool  # the engine serves https (`--ssl-certfile`)
-    # The name the health check asks the head's /v1/models for: a head serving another recipe at the same address
-    # and port (one GPU per node: recipes take turns on it) must not pass for this one. None: the engine asks
-    # for an API key there (`--api-key`, VLLM_API_KEY), and the check asks /health alone.
-    check_name: str | None = None
+    keyed: bool = False  # the engine asks for an API key (`--api-key`, VLLM_API_KEY) on /v1/models
 
-    @property
-    def check_pattern(self) -> str:
-        """The /v1/models body holds `"id": "<name>"` (compact or not: vLLM's and SGLang's JSON, the lab's)."""
-        return '"id" *: *"' + _REGEX_SPECIAL.sub(r"\\\g<0>", self.check_name or "") + '"'
+
+_UNSAFE_IN_NAME = re.compile(r"[^A-Za-z0-9._:-]")  # what an HAProxy proxy name may not hold
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """One head address and port behind the router, with every routed recipe serving there. One GPU per node:
+    recipes take turns at it (two profiles of one model, say), so it is one backend with one server and one health
+    check; which recipe holds it now is the containers' label's to say (`recipegen ps`), not the router's."""
+
+    address: str
+    port: int
+    head: str  # node name
+    tls: bool
+    routes: tuple[Route, ...]
 
     @property
     def backend(self) -> str:
-        return f"recipe_{self.recipe_id}"  # recipe ids are [a-z0-9_-]: a valid HAProxy name as they are
+        return f"head_{_UNSAFE_IN_NAME.sub('_', self.address)}_{self.port}"
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(name for route in self.routes for name in route.names))
+
+    @property
+    def recipe_ids(self) -> tuple[str, ...]:
+        return tuple(route.recipe_id for route in self.routes)
+
+    @property
+    def check_pattern(self) -> str | None:
+        """What the head's /v1/models body holds while one of these recipes serves there: `"id": "<name>"`
+        (compact or not, the name as JSON writes it), for any recipe's first name: another model at the same
+        address does not pass. None: an engine there asks for an API key, and the check asks /health alone."""
+        if any(route.keyed for route in self.routes):
+            return None
+        firsts = dict.fromkeys(route.names[0] for route in self.routes)
+        said = [_REGEX_SPECIAL.sub(r"\\\g<0>", json.dumps(name, ensure_ascii=False)[1:-1]) for name in firsts]
+        return '"id" *: *"' + (said[0] if len(said) == 1 else "(" + "|".join(said) + ")") + '"'
 
 
 @dataclass(frozen=True)
@@ -88,6 +115,15 @@ class RouterPlan:
         data = [{"id": name, "object": "model", "created": 0, "owned_by": recipe} for name, recipe in owner.items()]
         return json.dumps({"object": "list", "data": data}, separators=(",", ":"), ensure_ascii=False)
 
+    @property
+    def endpoints(self) -> tuple[Endpoint, ...]:
+        """The routes grouped by head address and port, in the order each first appears."""
+        grouped: dict[tuple[str, int], list[Route]] = {}
+        for route in self.routes:
+            grouped.setdefault((route.address, route.port), []).append(route)
+        return tuple(Endpoint(address, port, routes[0].head, routes[0].tls, tuple(routes))
+                     for (address, port), routes in grouped.items())
+
 
 def _ms(text: str) -> int:
     return max(1, (duration_ns(text) or 0) // 10**6)
@@ -104,7 +140,7 @@ def plan_router(recipes: list[Recipe], cluster: Cluster, cluster_source: str) ->
         keyed = flag_value(recipe, "--api-key") is not None or "VLLM_API_KEY" in {*recipe.env, *recipe.pass_env,
                                                                                   *cluster.env, *cluster.pass_env}
         routes.append(Route(recipe.id, names, head.name, head.address, serve_port(recipe),
-                            flag_value(recipe, "--ssl-certfile") is not None, None if keyed else names[0]))
+                            flag_value(recipe, "--ssl-certfile") is not None, keyed))
     return RouterPlan(cluster.name, cluster_source, router.nodes, router.port, router.image,
                       size_bytes(router.max_body) or 0, router.api_key_env, _ms(router.health_interval),
                       _ms(router.timeout), tuple(routes))

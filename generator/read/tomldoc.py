@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 import tomllib
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, partial
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -69,7 +69,7 @@ class TomlDocument:
     def origin(self, layer: str, path: KeyPath, value: bool = False) -> Origin:
         """Where `path` is written, located lazily (see Origin)."""
         find = self.value_position if value else self.key_position
-        return Origin(layer, self.shown, locate=lambda: find(path))
+        return Origin(layer, self.shown, locate=partial(find, path))  # a partial pickles: recipes cross processes
 
     def diagnostic(self, path: KeyPath, message: str, *, at_value: bool = True, **kw: Any) -> Diagnostic:
         pos = self.value_position(path) if at_value else self.key_position(path)

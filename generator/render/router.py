@@ -20,6 +20,8 @@ from generator.plan.router import (CONFIG_PATH, MAXREWRITE, ROUTER_DIR, ROUTER_L
 from generator.plan.types import SWARM_NODE_LABEL
 from generator.render.templates import Raw, comment, make_environment, render, shell_comment
 
+# HAProxy splits a config line into 64 words at most (MAX_LINE_ARGS); a use_backend rule spends 9 on itself.
+NAMES_PER_LINE = 48
 CONFIG_NAME = "haproxy.cfg"  # beside the compose folders in out/_router/: the stack reads it as a Swarm config
 
 
@@ -51,7 +53,8 @@ def error_json(code: int, kind: str, message: str, param: str | None = None) -> 
 @cache
 def _haproxy_environment() -> jinja2.Environment:
     env = make_environment(_haproxy_word, {"comment": comment, "raw": lambda v: Raw(str(v)), "lf_text": lf_text})
-    env.globals.update(error_json=error_json, maxrewrite=MAXREWRITE, stats_path=STATS_PATH)
+    env.globals.update(error_json=error_json, maxrewrite=MAXREWRITE, stats_path=STATS_PATH,
+                       names_per_line=NAMES_PER_LINE)
     return env
 
 

@@ -20,12 +20,7 @@ from generator.resolve.model import (CONTAINER_KEYS, DEFAULT, ENGINE_DEFAULT_ENT
                                      ContainerOptions, Mod, Node, Recipe, Router, Ulimits)
 from generator.resolve.mods import image_context, image_refusal, in_image, load_mods
 
-RECIPE_FILE = "recipe.toml"
-
-def recipe_file(path: str | Path) -> Path:
-    """A recipe is named by its recipe.toml or by the folder holding it."""
-    path = Path(path)
-    return path / RECIPE_FILE if path.is_dir() else path
+from generator.resolve.project import RECIPE_FILE as RECIPE_FILE, recipe_file as recipe_file  # noqa: E402
 
 
 def load_checked(path: Path, kind: str, collect: list[Diagnostic] | None = None) -> TomlDocument:

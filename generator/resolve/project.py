@@ -6,9 +6,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from generator.diagnostics import Diagnostic, RecipegenError, Severity, display_path
-from generator.resolve.load import RECIPE_FILE, recipe_file
-
+# Here, not in load.py (which re-exports them): finding the project must not import the loaders (a no-change
+# build decides before loading anything: generator/write/uptodate.py).
+RECIPE_FILE = "recipe.toml"
 CLUSTER_FILE = "cluster.toml"
+
+
+def recipe_file(path: str | Path) -> Path:
+    """A recipe is named by its recipe.toml or by the folder holding it."""
+    path = Path(path)
+    return path / RECIPE_FILE if path.is_dir() else path
 
 
 @dataclass(frozen=True)

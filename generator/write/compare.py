@@ -112,7 +112,16 @@ def _scan(out_dir: Path, recipe_id: str) -> tuple[dict[str, bytes | None], list[
     return files, empty
 
 
-def differences(out_dir: Path, files: dict[str, str], recipe_ids: list[str], prune: bool) -> list[Difference]:
+def removed(out_dir: Path, folders: list[str], prune: bool, drop: tuple[str, ...] | list[str] = ()) -> list[str]:
+    """Generated folders of out/ a build removes: with `prune` every one it does not own (`folders`); always the
+    side stacks in `drop` (the cluster no longer asks for them)."""
+    present = generated_dirs(out_dir)
+    gone = present - set(folders) if prune else set()
+    return sorted(gone | (present & set(drop)))
+
+
+def differences(out_dir: Path, files: dict[str, str], recipe_ids: list[str], prune: bool,
+                drop: tuple[str, ...] | list[str] = ()) -> list[Difference]:
     by_recipe: dict[str, dict[str, str]] = defaultdict(dict)
     for path, text in files.items():
         by_recipe[path.split("/", 1)[0]][path] = text
@@ -129,6 +138,5 @@ def differences(out_dir: Path, files: dict[str, str], recipe_ids: list[str], pru
                 diffs.append(Difference(path, "changed"))
         diffs.extend(Difference(path, "stale") for path in on_disk if path not in wanted)
         diffs.extend(Difference(path, "stray") for path in empty)
-    if prune:
-        diffs.extend(Difference(name + "/", "stale") for name in sorted(generated_dirs(out_dir) - set(recipe_ids)))
+    diffs.extend(Difference(name + "/", "stale") for name in removed(out_dir, recipe_ids, prune, drop))
     return diffs

@@ -21,7 +21,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 from generator.diagnostics import RecipegenError
-from generator.write.compare import Difference, check_replaceable, differences, fail, generated_dirs
+from generator.write.compare import Difference, check_replaceable, differences, fail, removed
 from generator.write.journal import JOURNAL, STAGING_PREFIX, TRASH_PREFIX, write_journal
 
 # Test-only: after this many renames of a commit, say so on stderr and wait to be killed (tests/test_cli_safety.py
@@ -99,11 +99,12 @@ class Stager:
         with open(target, "w", encoding="utf-8", newline="\n") as fh:
             fh.write(text)
 
-    def commit(self, recipe_ids: list[str], prune: bool) -> list[Difference]:
-        """Swap every staged folder in; with `prune`, remove generated folders of recipes that are gone.
+    def commit(self, recipe_ids: list[str], prune: bool, drop: tuple[str, ...] | list[str] = ()) -> list[Difference]:
+        """Swap every staged folder in; with `prune`, remove generated folders of recipes that are gone, and
+        always those in `drop` (side stacks the cluster no longer asks for).
         If a rename fails half-way (or Ctrl-C), every folder already swapped is put back as it was; if the process
         is killed, the journal lets the next build finish the swap."""
-        stale = sorted(generated_dirs(self.out_dir) - set(recipe_ids)) if prune else []
+        stale = removed(self.out_dir, recipe_ids, prune, drop)
         problems = []
         for name in stale:
             try:

@@ -9,7 +9,7 @@ config is a new config name and Swarm replaces the task: streams through it are 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
@@ -43,6 +43,7 @@ class RouterDeployment:
     image: str
     port: int
     api_key_env: str
+    backends: dict[str, str] = field(default_factory=dict)  # recipe id -> its head endpoint's backend
 
     @property
     def config_file(self) -> Path:
