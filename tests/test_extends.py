@@ -492,7 +492,7 @@ def test_standalone_compiles_to_the_committed_output(standalone_project):
     built = out / AGENT
     names = sorted(p.relative_to(committed).as_posix() for p in committed.rglob("*") if p.is_file())
     assert names == sorted(p.relative_to(built).as_posix() for p in built.rglob("*") if p.is_file())
-    assert names == ["spark1/compose.yaml", "spark2/compose.yaml", "stack.yaml"]
+    assert names == ["group-watch.py", "spark1/compose.yaml", "spark2/compose.yaml", "stack.yaml"]
     for name in names:
         assert (built / name).read_bytes() == (committed / name).read_bytes(), name
     assert not filecmp.dircmp(committed, built).diff_files

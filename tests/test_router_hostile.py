@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from routerkit import StandIn, chat, free_port, haproxy_binary, request, start_haproxy, wait_listening
-from test_golden import recipegen, snapshot, write_project
-from test_router import CLUSTER, recipe, router_table
+from helpers.routerkit import StandIn, chat, free_port, haproxy_binary, request, start_haproxy, wait_listening
+from helpers.golden import recipegen, snapshot, write_project
+from helpers.routerproject import CLUSTER, recipe, router_table
 
 
 @pytest.fixture(scope="module")

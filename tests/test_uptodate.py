@@ -14,8 +14,8 @@ import pytest
 import generator.build
 from generator.diagnostics import Diagnostic, RecipegenError
 from generator.write import uptodate
-from test_golden import recipegen, write_project
-from test_router import CLUSTER, recipe, router_table
+from helpers.golden import recipegen, write_project
+from helpers.routerproject import CLUSTER, recipe, router_table
 
 
 @pytest.fixture
