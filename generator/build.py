@@ -116,6 +116,11 @@ def watched(recipe: Recipe, root: Path) -> list[list[str]]:
     recipes = (root / "recipes").resolve()
     paths = [doc.path for doc in recipe.documents] + [m.folder for m in recipe.mods if m.folder is not None]
     found = [["tree", str(p.resolve())] for p in paths if not p.resolve().is_relative_to(recipes)]
+    if recipe.docker_image_dir:  # which candidate folder holds the build context decides the files' `build:`
+        from generator.resolve.buildcontext import find_build_context
+
+        context = find_build_context(recipe, root)
+        found += [["stats", str(c / (recipe.dockerfile or "Dockerfile"))] for c in (context.looked if context else ())]
     model = read_model(recipe.model)
     if model.cache_folder is None:
         return found + [["uncached", recipe.model]]

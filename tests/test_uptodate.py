@@ -137,3 +137,17 @@ def test_a_same_tick_rewrite_that_keeps_every_stat_is_caught_by_content(project:
     no_compile()
     result = recipegen(project, "build", "--check")
     assert result.exit_code == 1 and "compiled" in result.output, result.output
+
+
+def test_a_build_context_found_elsewhere_compiles_again(project: Path, no_compile):
+    """`docker_image_dir` is looked for beside the recipe, under images/, then at the root: a Dockerfile appearing
+    in an earlier candidate changes the files' `build:` context, so the next build compiles."""
+    text = (project / "recipes" / "one" / "recipe.toml").read_text()
+    (project / "recipes" / "one" / "recipe.toml").write_text(text.replace("\n", '\ndocker_image_dir = "img"\n', 1))
+    (project / "img").mkdir()
+    (project / "img" / "Dockerfile").write_text("FROM scratch\n")
+    assert recipegen(project, "build").exit_code == 0, "built"
+    (project / "images" / "img").mkdir(parents=True)
+    (project / "images" / "img" / "Dockerfile").write_text("FROM scratch\n")
+    no_compile()
+    assert recipegen(project, "build", "--check").exit_code != 0  # it compiled (and the compile refused)
