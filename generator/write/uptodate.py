@@ -81,7 +81,7 @@ def _add_tree(digest: "hashlib._Hash", top: Path, by_content: bool) -> None:
         digest.update(b"missing\0" + str(top).encode())
         return
     if top.is_file():
-        digest.update(str(top).encode() + b"\0" + (top.read_bytes() if by_content else _stat_of(top)) + b"\0")
+        digest.update(str(top).encode() + b"\0" + (_content(str(top)) if by_content else _stat_of(top)) + b"\0")
         return
     for folder, dirs, files in os.walk(top):
         dirs[:] = sorted(d for d in dirs if d != "__pycache__")
@@ -90,12 +90,20 @@ def _add_tree(digest: "hashlib._Hash", top: Path, by_content: bool) -> None:
             digest.update(path.encode() + b"\0")
             try:
                 if by_content:
-                    with open(path, "rb") as fh:
-                        digest.update(hashlib.sha256(fh.read()).digest())
+                    digest.update(_content(path))
                 else:
                     digest.update(_stat_of(Path(path)))
             except OSError as exc:
                 digest.update(f"unreadable {exc.errno}".encode())
+
+
+def _content(path: str) -> bytes:
+    """A file's sha256, read in pieces: a mod may be gigabytes (docs/recipe-format.md promises any size)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for piece in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(piece)
+    return digest.digest()
 
 
 def _stat_of(path: Path) -> bytes:
