@@ -310,11 +310,7 @@ def test_strangers_change_nothing_while_the_group_meets_and_serves(tmp_path: Pat
     flood(port, b"[" * 50_000 + b"\n")
     flood(port, b"x" * (1 << 20))
     worker = start(tmp_path, 1, port, SERVE, key="k1")
-    deadline = time.time() + 30
-    while time.time() < deadline and "starting the engine" not in (tmp_path / "x").name:
-        if (tmp_path / "state-1.json").exists() and state(tmp_path, 1).get("running"):
-            break
-        time.sleep(0.2)
+    engine_up(head, worker)  # the group met in spite of them
     assert state(tmp_path, 1).get("running") and state(tmp_path, 0).get("running"), "the group never met"
     for _ in range(7):  # while it serves: a hello would have ended it as "rank 1 restarted"
         stranger_hello(port, "r:1")
@@ -458,3 +454,76 @@ def test_as_pid_1_the_watch_reaps_orphaned_zombies(tmp_path: Path):
         time.sleep(0.5)
     assert zombies_under(watch) == [], "orphaned zombies were not reaped"
     os.killpg(proc.pid, signal.SIGTERM)
+
+
+def test_a_rank_deployed_without_the_key_says_so_and_never_loops(tmp_path: Path):
+    """The head holds no key (a plain `docker compose up`), the worker one (`recipegen up`): the worker says why it
+    cannot join, at most once a minute, waits between attempts, and no engine starts (no restart loop)."""
+    port = free_port()
+    head = start(tmp_path, 0, port, SERVE)
+    worker = start(tmp_path, 1, port, SERVE, key="k1")
+    time.sleep(6)
+    head.send_signal(signal.SIGTERM)
+    worker.send_signal(signal.SIGTERM)
+    _, h_out, _ = finish(head)
+    _, w_out, w_err = finish(worker)
+    assert "engine up" not in h_out and "engine up" not in w_out
+    assert w_err.count("the head holds no group key and this rank holds one") == 1, w_err
+    assert state(tmp_path, 0)["restarts"][-1]["cause"] == "node-stopped"  # stopped while meeting: no other restart
+
+
+def test_an_unproven_go_starts_no_engine(tmp_path: Path):
+    """A stranger who takes the head's place (a port it could bind) and says go without the key: the worker
+    starts nothing."""
+    port = free_port()
+    with socket.socket() as fake:
+        fake.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        fake.bind(("127.0.0.1", port))
+        fake.listen()
+        worker = start(tmp_path, 1, port, SERVE, key="k1")
+        fake.settimeout(10)
+        conn, _ = fake.accept()
+        conn.sendall(b'{"nonce": "n", "keyed": true}\n')
+        time.sleep(1)
+        conn.sendall(b'{"go": true, "mac": "00"}\n{"halt": "bye", "mac": "00"}\n')
+        time.sleep(3)
+        conn.close()
+        worker.send_signal(signal.SIGTERM)
+        status, out, err = finish(worker)
+    assert status == 143 and "engine up" not in out, err
+    assert "not proven" in err and not state(tmp_path, 1).get("halted")
+
+
+BUSY_ENGINE = ENGINE_HTTP.replace(
+    'b"vllm:generation_tokens_total 7.0', '("vllm:generation_tokens_total %f" % time.time()).encode() + b"').replace(
+    "while os.path.exists(FLAG)", "while True")
+
+
+def test_a_busy_engine_gets_no_probe_and_no_restart(tmp_path: Path):
+    """Tokens counted between two looks: the engine works, whatever a new request would wait (here forever)."""
+    assert BUSY_ENGINE != ENGINE_HTTP and "time.time()" in BUSY_ENGINE
+    port, http_port = free_port(), free_port()
+    engine = f"import sys; sys.argv = ['e', '/nonexistent', '{http_port}']; exec({BUSY_ENGINE!r})"
+    extra = ("--health", f"http://127.0.0.1:{http_port}/health", "--model", "tiny", "--wedge", "1")
+    head = start(tmp_path, 0, port, engine, ranks=1, extra=extra)
+    time.sleep(12)
+    assert head.poll() is None
+    head.send_signal(signal.SIGTERM)
+    assert finish(head)[0] == 143
+
+
+def test_requests_in_hand_give_the_engine_the_busy_window(tmp_path: Path):
+    """Counters standing still while a request runs (a long prefill counts only when it ends): no probe within
+    the busy window, so a slow healthy engine is not restarted."""
+    port, http_port = free_port(), free_port()
+    flag = tmp_path / "frozen"
+    flag.write_text("")
+    busy = ENGINE_HTTP.replace("vllm:num_requests_running 0.0", "vllm:num_requests_running 1.0")
+    assert busy != ENGINE_HTTP
+    engine = f"import sys; sys.argv = ['e', {str(flag)!r}, '{http_port}']; exec({busy!r})"
+    extra = ("--health", f"http://127.0.0.1:{http_port}/health", "--model", "tiny", "--wedge", "1")
+    head = start(tmp_path, 0, port, engine, ranks=1, extra=extra)
+    time.sleep(12)  # an idle engine would have been judged wedged in about 3 s (the test above)
+    assert head.poll() is None
+    head.send_signal(signal.SIGTERM)
+    assert finish(head)[0] == 143

@@ -172,12 +172,6 @@ def watch_source() -> str:
             + text[:start] + text[end:].lstrip("\n"))
 
 
-@lru_cache(maxsize=1)
-def watch_config_name() -> str:
-    """The Swarm config's name in a stack: Swarm configs cannot change, so a new program is a new name."""
-    return "group-watch-" + hashlib.sha256(watch_source().encode()).hexdigest()[:12]
-
-
 @dataclass(frozen=True)
 class HealthCheck:
     url: str

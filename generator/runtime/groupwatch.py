@@ -52,6 +52,7 @@ HALT_TELL = 60.0  # how long a halted head stays to tell the ranks that come why
 HEALTH_EVERY, HEALTH_TIMEOUT, HEALTH_FAILS = 5.0, 10.0, 3  # /health: asked this often, lost after 3 misses in a row
 WEDGE_EVERY = 10.0  # seconds between looks at the engine's token counters (a probe when they stand still)
 MEMORY_WAIT, MEMORY_SLACK = 120.0, 0.05  # after a failed boot: wait this long at most for memory to come back
+MEMORY_PLATEAU = 20.0  # ... and no longer than this once it stops rising (another workload may hold the rest)
 HELLO_WAIT, PENDING_MAX, LINE_MAX = 5.0, 32, 4096  # a newcomer's hello: its time, how many wait, its bytes
 KEY_ENV = "RECIPEGEN_GROUP_KEY"  # the group's key, given by the deploying shell (never in a generated file)
 # Exit statuses, each non-zero one restarted by Docker's on-failure: this rank's own end (1), this rank stopping
@@ -213,11 +214,11 @@ class Newcomer:
     """A connection to the head's port that has not yet proven itself a rank of this group: it gets a nonce, and
     HELLO_WAIT seconds to answer with a hello of at most LINE_MAX bytes."""
 
-    def __init__(self, sock: socket.socket) -> None:
+    def __init__(self, sock: socket.socket, keyed: bool) -> None:
         self.peer, self.nonce = Peer(sock), os.urandom(16).hex()
         self.deadline = time.monotonic() + HELLO_WAIT
         sock.setblocking(False)
-        self.peer.send(nonce=self.nonce)
+        self.peer.send(nonce=self.nonce, keyed=keyed)
 
 
 class Watch:
@@ -228,7 +229,7 @@ class Watch:
         self.listener: Optional[socket.socket] = None  # the head's, from its first meeting on
         self.engine: Optional[Engine] = None
         self.stopping, self.served = False, False  # served: this group answered once since it met
-        self.reaped = 0.0
+        self.reaped, self.said_away = 0.0, -1e9
         signal.signal(signal.SIGTERM, self._term)
         signal.signal(signal.SIGINT, self._term)
 
@@ -265,7 +266,9 @@ class Watch:
     def wait_for_memory(self) -> None:
         """Before the group meets again after a failed boot: wait, MEMORY_WAIT seconds at most, for the node's
         available memory to come back within MEMORY_SLACK of its level before the first boot (GB10's memory is
-        unified: an engine's is not always free the moment its process ends). The first start records the level."""
+        unified: an engine's is not always free the moment its process ends), and no longer once it has stopped
+        rising for MEMORY_PLATEAU seconds (what another recipe took since is not ours to wait for). The first start
+        records the level."""
         baseline, now = self.state.data.get("memory_before"), available_memory()
         if now is None:
             return
@@ -277,9 +280,13 @@ class Watch:
         if now < want:
             say("%s: waiting up to %gs for memory: %.1f of %.1f GiB available before the first boot" % (
                 self.opts.me, MEMORY_WAIT, now / 2**30, baseline / 2**30))
-        while now is not None and now < want and time.monotonic() - start < MEMORY_WAIT and not self.stopping:
+        best, rose = now, time.monotonic()  # the level stops rising: what is left is not this recipe's to wait for
+        while now is not None and now < want and time.monotonic() - start < MEMORY_WAIT and not self.stopping \
+                and time.monotonic() - rose < MEMORY_PLATEAU:
             time.sleep(2)
             now = available_memory()
+            if now is not None and now > best + (256 << 20):
+                best, rose = now, time.monotonic()
         waited = time.monotonic() - start
         self.state.data["memory_wait"] = {"time": time.time(), "waited": round(waited, 1), "available": now,
                                           "before": baseline, "back": now is not None and now >= want}
@@ -295,7 +302,12 @@ class Watch:
         if self.opts.ranks == 1:
             return None  # a group of one: nothing to meet, and no port to take on the node
         if self.opts.rank == 0:
-            self.listener = self.listen()
+            self.listener = self.listen(deadline)
+            if self.listener is None:
+                if self.stopping:
+                    return self.fail("%s stopped while its group met" % self.opts.me, 143, cause="node-stopped")
+                return self.fail("%s could not listen on %s:%d within %gs" % (
+                    self.opts.me, self.opts.address or self.opts.head, self.opts.port, GATHER), 1, cause="gather")
             while len({p.rank for p in self.peers}) < self.opts.ranks - 1:
                 if self.stopping:
                     return self.fail("%s stopped while its group met" % self.opts.me, 143, cause="node-stopped")
@@ -328,14 +340,19 @@ class Watch:
             return False, None
         peer, mine = Peer(sock), os.urandom(16).hex()
         peer.rank, peer.node = 0, "the head"
-        nonce = None
+        nonce, why = None, "the head closed the connection before saying go (a rank of another group or key?)"
         while not self.stopping and time.monotonic() < deadline:
             ready, _, _ = select.select([sock], [], [], 1.0)
             messages = peer.read() if ready else []
             if messages is None:
-                break  # the head went away while the group met: try again
+                break  # the head went away, or turned this rank away: try again
             for message in messages:
                 if nonce is None and isinstance(message.get("nonce"), str):
+                    if bool(message.get("keyed")) != bool(self.opts.key):
+                        why = ("the head holds %s group key and this rank holds %s: deploy every rank the same way "
+                               "(recipegen up gives the key; a plain docker compose up does not)" % (
+                                   ("a", "none") if message.get("keyed") else ("no", "one")))
+                        break
                     nonce = message["nonce"]
                     peer.send(hello=self.opts.rank, node=self.opts.node, group=self.opts.group, nonce=mine,
                               mac=self.opts.mac("hello", self.opts.rank, nonce))
@@ -348,27 +365,46 @@ class Watch:
                         message.get("mac"), "go", self.opts.rank, mine):
                     self.peers = [peer]
                     return True, None
+                elif nonce is not None and ("go" in message or "halt" in message):
+                    why = "the head's word was not proven with this rank's group key"
+            else:
+                continue
+            break
         sock.close()
+        self.say_once("%s: not joined: %s" % (self.opts.me, why))
+        time.sleep(1)  # never a busy loop against a head that turns this rank away
         return False, None
 
-    def listen(self) -> socket.socket:
-        """The head's port, on its fabric address alone; the address may come up later than the container after
-        a reboot: tried again for a minute."""
-        for attempt in range(60):
+    def say_once(self, text: str) -> None:
+        """Say why a rank could not join, once a minute at most (a stranger could fill the log otherwise)."""
+        if time.monotonic() - self.said_away > 60:
+            self.said_away = time.monotonic()
+            say(text)
+
+    def listen(self, deadline: float) -> Optional[socket.socket]:
+        """The head's port, on its fabric address alone. After a reboot the address may come up later than the
+        container (a direct link waits for its peer): tried again until deadline, as a rank not yet come is waited
+        for; None at the deadline or when stopped."""
+        said = False
+        while not self.stopping:
             listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
             listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             try:
                 listener.bind((self.opts.address or self.opts.head, self.opts.port))
-            except OSError:
+            except OSError as err:
                 listener.close()
-                if attempt == 59 or self.stopping:
-                    raise
+                if time.monotonic() > deadline:
+                    return None
+                if not said:
+                    say("%s: waiting for %s:%d to be had (%s)" % (
+                        self.opts.me, self.opts.address or self.opts.head, self.opts.port, err))
+                    said = True
                 time.sleep(1)
                 continue
             listener.listen(64)
             listener.setblocking(False)
             return listener
-        raise OSError("unreachable")
+        return None
 
     def hear_newcomers(self, timeout: float) -> Optional[Peer]:
         """Take waiting connections (from the ranks' addresses only) and the hellos now readable, within timeout,
@@ -391,11 +427,15 @@ class Watch:
                 joined = newcomer.peer
             else:
                 newcomer.peer.sock.close()
+                if rank is False:
+                    self.say_once("%s: turned away a connection that did not prove itself a rank of this group "
+                                  "(another group, or another or no group key)" % self.opts.me)
         return joined
 
     def take_connections(self) -> None:
+        """Up to PENDING_MAX waiting connections per call: a flood cannot keep the serve loop from its pings."""
         assert self.listener is not None
-        while True:
+        for _ in range(PENDING_MAX):
             try:
                 sock, (address, _) = self.listener.accept()
             except (BlockingIOError, InterruptedError):
@@ -405,7 +445,7 @@ class Watch:
             if self.opts.peers and address not in self.opts.peers[1:]:
                 sock.close()  # not a rank's address
                 continue
-            self.newcomers.append(Newcomer(sock))
+            self.newcomers.append(Newcomer(sock, bool(self.opts.key)))
             while len(self.newcomers) > PENDING_MAX:  # the oldest silent one makes room
                 self.newcomers.pop(0).peer.sock.close()
 
@@ -428,9 +468,8 @@ class Watch:
 
     def tell_halt(self, reason: str) -> int:
         """A halted head answers each rank that comes within HALT_TELL seconds with why, then exits 0."""
-        if self.opts.ranks > 1:
-            with contextlib.suppress(OSError):  # the port taken: the workers stop at their own bound instead
-                self.listener = self.listen()
+        if self.opts.ranks > 1:  # the port not to be had: the workers stop at their own bound instead
+            self.listener = self.listen(time.monotonic() + HALT_TELL)
         deadline = time.monotonic() + HALT_TELL
         while self.listener is not None and time.monotonic() < deadline and not self.stopping:
             peer = self.hear_newcomers(1.0)
@@ -579,22 +618,29 @@ class Health:
         return self.answered and self.misses >= HEALTH_FAILS
 
 
-# The engines' counters of work done: any of them moving means the engine works (prefill counts: a long prompt's
-# chunks move the prompt counter long before its first generated token).
+# The engines' counters of work done, and their gauges of work in hand (vLLM's; SGLang's with --enable-metrics).
 PROGRESS = ("vllm:generation_tokens_total", "vllm:prompt_tokens_total", "sglang:generation_tokens_total",
             "sglang:prompt_tokens_total")
+IN_HAND = ("vllm:num_requests_running", "vllm:num_requests_waiting", "sglang:num_running_reqs",
+           "sglang:num_queue_reqs")
+BUSY_WINDOW = 300.0  # counters standing still while requests are in hand: a long prefill may, this long
 
 
 class Wedge:
-    """The head's engine, watched for work on a thread once it has served: when its token counters (/metrics)
-    stood still since the last look, a one-token completion must come back within `--wedge` seconds; one that does
-    not is asked again at once, and a second miss is a wedge. An engine that refuses the probe (a 4xx: a wrong key,
-    a model it does not serve) is not judged: no restart loop on a healthy engine."""
+    """The head's engine, watched for work on a thread once it has served. Every WEDGE_EVERY seconds it reads the
+    token counters on /metrics. When they moved, the engine works. When they stood still and no request is in hand
+    (an idle engine, or one frozen before its requests came: a frozen core keeps its gauges), a one-token
+    completion must come back within `--wedge` seconds; a miss is asked again at once, and a second miss is a
+    wedge. When requests are in hand (a long prompt's prefill counts only when it ends, and a full batch makes the
+    probe queue), or /metrics cannot tell (SGLang without --enable-metrics), the counters must stand still for
+    BUSY_WINDOW (or 15 x `--wedge`) before the probe asks: slower to see, never a restart of a busy engine. An
+    engine that refuses the probe (4xx: a key it wants, a name it does not serve) is not judged."""
 
     def __init__(self, opts: Options, command: Any) -> None:
         base = opts.health.rsplit("/health", 1)[0]
         self.metrics, self.completions, self.deadline = base + "/metrics", base + "/v1/completions", opts.wedge
         self.model, self.key = opts.model, api_key(list(command) if isinstance(command, list) else [])
+        self.busy_window = max(BUSY_WINDOW, 15 * opts.wedge)
         self.wedged = ""
         self.last: Optional[float] = None
         self.ask = opener()
@@ -603,35 +649,43 @@ class Wedge:
         threading.Thread(target=self._watch, daemon=True).start()
 
     def _watch(self) -> None:
+        still = time.monotonic()  # since when the counters stood still
         while not self.wedged:
             time.sleep(min(WEDGE_EVERY, self.deadline))
-            moved = self.progress()
+            moved, busy = self.look()
             if moved:
+                still = time.monotonic()
+                continue
+            if busy and time.monotonic() - still < self.busy_window:
                 continue
             missed = self.probe()
             if missed is None:
                 say("the wedge probe is refused by the engine; wedge detection is off for this boot")
                 return
             if missed and self.probe():
-                self.wedged = ("no answer to a one-token completion within %gs, twice, and no token counted "
-                               "since the last look" % self.deadline)
+                self.wedged = ("no answer to a one-token completion within %gs, twice, and no token counted for "
+                               "%.0fs" % (self.deadline, time.monotonic() - still))
+            self.look()  # the probe's own tokens are not the engine's work
 
-    def progress(self) -> bool:
-        """The token counters moved since the last look (False when /metrics does not answer, or says nothing)."""
+    def look(self) -> Tuple[bool, bool]:
+        """(the token counters moved since the last look, requests are in hand or /metrics cannot tell)."""
         try:
             with self.ask.open(self.metrics, timeout=self.deadline) as answer:
                 text = answer.read(8 << 20).decode("utf-8", "replace")
         except Exception:
-            return False
-        total = 0.0
+            return False, True
+        total, in_hand, seen = 0.0, 0.0, False
         for line in text.splitlines():
             name = line.split("{", 1)[0].split(" ", 1)[0]
-            if name in PROGRESS:
+            if name in PROGRESS or name in IN_HAND:
                 with contextlib.suppress(ValueError, IndexError):
-                    total += float(line.rsplit(" ", 1)[1])
-        moved = self.last is not None and total > self.last
+                    value = float(line.rsplit(" ", 1)[1])
+                    seen = seen or name in PROGRESS
+                    total += value if name in PROGRESS else 0.0
+                    in_hand += value if name in IN_HAND else 0.0
+        moved = self.last is None or total > self.last  # a first look knows nothing yet: not still
         self.last = total
-        return moved
+        return moved, in_hand > 0 or not seen
 
     def probe(self) -> Optional[bool]:
         """True when the one-token completion got no answer in time, False when it did, None when the engine
