@@ -17,7 +17,7 @@ from generator.render.templates import large_blocks, render_node, render_stack
 from generator.render.router import render_router
 from generator.render.sizes import launcher_sizes
 from generator.resolve.load import load_cluster, load_recipe
-from generator.resolve.model import Cluster
+from generator.resolve.model import Cluster, Recipe
 from generator.write.compare import stamp
 from generator.write.verify import verify_compose
 
@@ -119,11 +119,7 @@ def compile_router(recipe_paths: list[Path], cluster: Cluster, root: Path, out_d
     problems = router_findings(recipes, cluster)
     if any(p.is_error for p in problems):  # warnings are validate's to show
         raise RecipegenError(problems)
-    try:  # as every header names it: relative to the project, so out/ is the same on every clone
-        shown = cluster.path.resolve().relative_to(root.resolve()).as_posix()
-    except ValueError:
-        shown = cluster.path.name
-    plan = plan_router(routed(recipes, cluster), cluster, shown)
+    plan = plan_router(routed(recipes, cluster), cluster, shown_cluster(cluster, root))
     files = render_router(plan, stamp)
     for name, text in files.items():
         if name.endswith(".yaml"):
@@ -141,3 +137,35 @@ def load_checked_cluster(path: Path) -> tuple[Cluster, list[Diagnostic]]:
     if any(f.is_error for f in findings):
         raise RecipegenError(findings)
     return cluster, findings
+
+
+def compile_metrics(recipes: list[Recipe], cluster: Cluster, cluster_source: str, out_dir: Path) -> dict[str, str]:
+    """out/_metrics/'s files (none when the cluster has no `[metrics]`): the metrics stack over every recipe of the
+    project (each one's scrape target is a file of its own, put in by `up`), checked like every compose file."""
+    from generator.plan.metrics import plan_metrics
+    from generator.render.metrics import render_metrics
+
+    if cluster.metrics is None:
+        return {}
+    files = render_metrics(plan_metrics(recipes, cluster, cluster_source), stamp)
+    for name, text in files.items():
+        if name.endswith(("compose.yaml", "stack.yaml")):
+            verify_compose(text, f"{out_dir.name}/{name}")
+    return files
+
+
+def compile_side_stacks(recipe_paths: list[Path], cluster: Cluster, root: Path, out_dir: Path) -> dict[str, str]:
+    """The stacks every recipe of the project feeds, beside the recipes' own: the router, the metrics stack."""
+    files = compile_router(recipe_paths, cluster, root, out_dir)
+    if cluster.metrics is not None:
+        recipes = [load_recipe(path, root / "recipes") for path in recipe_paths]
+        files.update(compile_metrics(recipes, cluster, shown_cluster(cluster, root), out_dir))
+    return files
+
+
+def shown_cluster(cluster: Cluster, root: Path) -> str:
+    """The cluster file as every header names it: relative to the project, so out/ is the same on every clone."""
+    try:
+        return cluster.path.resolve().relative_to(root.resolve()).as_posix()
+    except ValueError:
+        return cluster.path.name

@@ -59,8 +59,7 @@ cluster_option = click.option("--cluster", "cluster_path", type=click.Path(path_
 def build(recipes: tuple[str, ...], cluster_path: Path | None, out_dir: Path | None, check: bool, strict: bool,
           force: bool) -> None:
     """Compile RECIPES (recipe.toml files, their folders or ids; none = every recipe under recipes/)."""
-    from generator.build import compile_recipes, compile_router
-    from generator.plan.router import ROUTER_DIR
+    from generator.build import compile_recipes, compile_side_stacks
     from generator.write.compare import differences
     from generator.write.journal import leftover_problems, recover
     from generator.write.lock import held
@@ -86,11 +85,11 @@ def build(recipes: tuple[str, ...], cluster_path: Path | None, out_dir: Path | N
             with Stager(out, force) as stager:  # stages recipes as they compile; nothing lands unless all do
                 result = compile_recipes(paths, cluster, project.root, out, strict, on_result=stager.offer)
                 # The router serves every recipe, so only a whole build writes it (or prunes it, when it is gone).
-                router = compile_router(paths, cluster, project.root, out) if prune else {}
-                if router:
-                    stager.offer(ROUTER_DIR, router)
-                    result.files.update(router)
-                diffs = stager.commit(result.recipe_ids + ([ROUTER_DIR] if router else []), prune)
+                router = compile_side_stacks(paths, cluster, project.root, out) if prune else {}
+                for side in side_dirs(router):
+                    stager.offer(side, {k: v for k, v in router.items() if k.startswith(side + "/")})
+                result.files.update(router)
+                diffs = stager.commit(result.recipe_ids + side_dirs(router), prune)
         print_diagnostics(result.warnings)
         for d in diffs:
             if d.kind in ("symlink", "stray"):
@@ -98,12 +97,12 @@ def build(recipes: tuple[str, ...], cluster_path: Path | None, out_dir: Path | N
         click.echo(f"{out}: {len(result.files)} files for {len(result.recipe_ids)} recipe(s), {len(diffs)} changed")
         return
     result = compile_recipes(paths, cluster, project.root, out, strict)
-    router = compile_router(paths, cluster, project.root, out) if prune else {}
+    router = compile_side_stacks(paths, cluster, project.root, out) if prune else {}
     result.files.update(router)
     print_diagnostics(result.warnings)
     interrupted = leftover_problems(out)
     print_diagnostics(interrupted)
-    diffs = differences(out, result.files, result.recipe_ids + ([ROUTER_DIR] if router else []), prune)
+    diffs = differences(out, result.files, result.recipe_ids + side_dirs(router), prune)
     for d in diffs[:20]:
         click.echo(f"{_shown_in(out, d.path)}: {_KIND.get(d.kind, d.kind)}", err=True)
     if diffs or interrupted:
@@ -112,6 +111,11 @@ def build(recipes: tuple[str, ...], cluster_path: Path | None, out_dir: Path | N
                    "run `recipegen build`", err=True)
         sys.exit(1)
     click.echo(f"{out}: up to date ({len(result.files)} files)")
+
+
+def side_dirs(files: dict[str, str]) -> list[str]:
+    """The side stacks' folders (out/_router, out/_metrics) among a build's files, in order."""
+    return list(dict.fromkeys(name.split("/", 1)[0] for name in files))
 
 
 def _shown_in(out: Path, relative: str) -> str:
@@ -203,18 +207,17 @@ def diff(recipes: tuple[str, ...], cluster_path: Path | None, out_dir: Path | No
     """Show what a rebuild would change in out/, per node, as a unified diff."""
     import difflib
 
-    from generator.build import compile_recipes, compile_router
+    from generator.build import compile_recipes, compile_side_stacks
     from generator.diagnostics import display_path
-    from generator.plan.router import ROUTER_DIR
     from generator.write.compare import differences
 
     given = inputs(cluster_path, out_dir, recipes)
     out = given.out
     paths = given.project.recipe_paths(recipes)
     result = compile_recipes(paths, given.cluster, given.project.root, out)
-    router = {} if recipes else compile_router(paths, given.cluster, given.project.root, out)
+    router = {} if recipes else compile_side_stacks(paths, given.cluster, given.project.root, out)
     result.files.update(router)
-    diffs = differences(out, result.files, result.recipe_ids + ([ROUTER_DIR] if router else []), prune=not recipes)
+    diffs = differences(out, result.files, result.recipe_ids + side_dirs(router), prune=not recipes)
     for d in diffs:
         shown = display_path(out / d.path)
         if d.kind == "stale" and d.path.endswith("/"):
