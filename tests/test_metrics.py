@@ -136,3 +136,19 @@ def test_promtool_accepts_every_rule_file(tmp_path: Path):
         files = sorted(str(p) for p in (metrics / "rules").glob("*.yml"))
         run = subprocess.run([tool, "check", "rules", *files], capture_output=True, text=True)
         assert run.returncode == 0, run.stdout + run.stderr
+
+
+def test_the_blackbox_exporter_accepts_every_generated_module_file(tmp_path: Path):
+    import os
+    import shutil
+
+    tool = shutil.which("prometheus-blackbox-exporter")
+    if tool is None:
+        reason = "prometheus-blackbox-exporter (Debian's package) is not installed: .ci/run installs it"
+        if os.environ.get("CI"):
+            pytest.fail(reason)
+        pytest.skip(reason)
+    for metrics in generated_dirs(tmp_path):
+        run = subprocess.run([tool, "--config.check", f"--config.file={metrics / 'blackbox.yml'}"],
+                             capture_output=True, text=True)
+        assert run.returncode == 0, run.stdout + run.stderr
