@@ -136,6 +136,10 @@ def _up(dep: CompiledDeployment, backend: Backend, timeout: float, keep: bool, s
 
         if not after_up(dep, swarm):  # the recipe serves, but the one endpoint does not reach it
             sys.exit(1)
+        from generator.cli.metrics import after_up as metrics_after_up
+
+        if not metrics_after_up(dep, swarm):  # it serves, but is not watched
+            sys.exit(1)
         return
     click.echo(f"{dep.project}: up failed: {result.failure}", err=True)
     for name, text in result.last_logs.items():
@@ -221,6 +225,9 @@ def down(recipe: str, cluster_path: Path | None, out_dir: Path | None, swarm: bo
 
     dep = from_out(recipe, cluster_path, out_dir)
     backend = backend_for(dep, swarm, change=True)
+    from generator.cli.metrics import before_down
+
+    before_down(dep)  # stopped on purpose: not scraped, so no alert
     with holding(dep.targets, dep.project, f"recipegen down {dep.project}", lock_wait,
                  actions.down_bound(dep), cluster_path):
         result = actions.down(dep, backend)
@@ -254,6 +261,9 @@ def ps(recipe: str, cluster_path: Path | None, out_dir: Path | None, swarm: bool
     from generator.cli.router import show_ps
 
     show_ps(dep, swarm)
+    from generator.cli.metrics import show_ps as show_metrics
+
+    show_metrics(dep)
     from generator.deploy.lock import unlock_hint
 
     for name, holder in result.held.items():

@@ -9,14 +9,12 @@ config is a new config name and Swarm replaces the task: streams through it are 
 
 from __future__ import annotations
 
-import io
-import subprocess
-import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
 from generator.deploy.backends.base import RankState
+from generator.deploy.container_files import read_file
 from generator.deploy.docker import DockerError, reason
 from generator.deploy.targets import OnNode, each
 from generator.plan.router import CONFIG_PATH, ROUTER_PROJECT, ROUTER_SERVICE
@@ -85,15 +83,8 @@ class RouterBackend(Protocol):
 
 
 def _running_config(target: RouterTarget) -> bytes | None:
-    """The config the running container reads (`docker cp` gives a tar: no tool needed inside the image)."""
-    done = subprocess.run(target.docker.command("cp", f"{target.container}:{CONFIG_PATH}", "-"), capture_output=True,
-                          timeout=30)
-    if done.returncode != 0:
-        return None
-    with tarfile.open(fileobj=io.BytesIO(done.stdout)) as tar:
-        member = tar.next()
-        handle = tar.extractfile(member) if member is not None else None
-        return handle.read() if handle is not None else None
+    """The config the running container reads."""
+    return read_file(target, target.container, CONFIG_PATH)
 
 
 class ComposeRouter:
