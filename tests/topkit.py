@@ -25,8 +25,10 @@ def tmux() -> str:
     return found
 
 
-def screen_of(command: list[str], cwd: Path, env: dict[str, str], until: str, timeout: float = 60.0) -> str:
-    """Run command in a 200x40 tmux session; the screen once it shows `until` (or at timeout), then end it."""
+def screen_of(command: list[str], cwd: Path, env: dict[str, str], until: str, timeout: float = 60.0,
+              settle: float = 0.0) -> str:
+    """Run command in a 200x40 tmux session; the screen `settle` seconds after it first shows `until` (or at
+    timeout), then end it."""
     session = f"recipegen-top-{os.getpid()}-{time.monotonic_ns()}"
     line = f"cd {shlex.quote(str(cwd))} && exec {shlex.join(command)}"
     subprocess.run([tmux(), "new-session", "-d", "-s", session, "-x", "200", "-y", "40", line], env=env, check=True)
@@ -37,7 +39,9 @@ def screen_of(command: list[str], cwd: Path, env: dict[str, str], until: str, ti
             screen = subprocess.run([tmux(), "capture-pane", "-p", "-t", session], capture_output=True,
                                     text=True).stdout
             if until in screen:
-                return screen
+                time.sleep(settle)
+                return subprocess.run([tmux(), "capture-pane", "-p", "-t", session], capture_output=True,
+                                      text=True).stdout
             time.sleep(0.3)
         return screen
     finally:

@@ -53,31 +53,20 @@ def archive(name: str, dockerfile: Path, layers: list[Layer], out: Path) -> Path
     """The image `name` as `docker save` writes it, into the file out: the layers in order, the Dockerfile's ENV and
     WORKDIR as its config. The layers' tar files are read, not moved."""
     env, workdir = _dockerfile_config(dockerfile)
-    return archive_images({name: {"Env": env, "WorkingDir": workdir}}, layers, out)
-
-
-def archive_images(configs: dict[str, dict[str, object]], layers: list[Layer], out: Path) -> Path:
-    """Several images over the same layers (each its own config: Env, Entrypoint ...) in one `docker save`
-    archive, so one `docker load` brings them all and the layers travel once."""
-    members: list[tuple[str, bytes]] = []
-    manifest = []
-    for name, image_config in configs.items():
-        config = json.dumps({
-            "architecture": {"x86_64": "amd64", "aarch64": "arm64"}.get(os.uname().machine, os.uname().machine),
-            "os": "linux", "created": "1970-01-01T00:00:00Z", "config": image_config,
-            "rootfs": {"type": "layers", "diff_ids": [f"sha256:{layer.diff_id}" for layer in layers]},
-            "history": [{"created": "1970-01-01T00:00:00Z", "created_by": f"recipegen lab: {layer.history}"}
-                        for layer in layers],
-        }, sort_keys=True).encode()
-        config_name = hashlib.sha256(config).hexdigest() + ".json"
-        members.append((config_name, config))
-        manifest.append({"Config": config_name, "RepoTags": [name],
-                         "Layers": [f"{layer.diff_id}/layer.tar" for layer in layers]})
-    members.append(("manifest.json", json.dumps(manifest).encode()))
+    config = json.dumps({
+        "architecture": {"x86_64": "amd64", "aarch64": "arm64"}.get(os.uname().machine, os.uname().machine),
+        "os": "linux", "created": "1970-01-01T00:00:00Z", "config": {"Env": env, "WorkingDir": workdir},
+        "rootfs": {"type": "layers", "diff_ids": [f"sha256:{layer.diff_id}" for layer in layers]},
+        "history": [{"created": "1970-01-01T00:00:00Z", "created_by": f"recipegen lab: {layer.history}"}
+                    for layer in layers],
+    }, sort_keys=True).encode()
+    config_name = hashlib.sha256(config).hexdigest() + ".json"
+    manifest = json.dumps([{"Config": config_name, "RepoTags": [name],
+                            "Layers": [f"{layer.diff_id}/layer.tar" for layer in layers]}]).encode()
     with tarfile.open(out, "w") as tar:
         for layer in layers:
             tar.add(layer.tar, arcname=f"{layer.diff_id}/layer.tar")
-        for member, data in members:
+        for member, data in ((config_name, config), ("manifest.json", manifest)):
             info = tarfile.TarInfo(member)
             info.size = len(data)
             tar.addfile(info, io.BytesIO(data))

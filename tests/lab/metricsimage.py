@@ -7,7 +7,8 @@ each binary put where the official image has it (/bin/prometheus, /bin/node_expo
 made its image's entrypoint, as there. The binaries link only libc: the layer is libc, the loader and a static
 busybox (a shell for Grafana's start line). Grafana is not packaged: its stand-in is that shell's /run.sh, which
 only sleeps, so the generated start line (password check, dashboard stripped of its header) runs for real before it.
-One archive holds the four images over one layer, loaded once per node.
+One image is made and loaded once per node; each role's tag is a `docker commit` of it with that role's entrypoint
+(instant: no layer is added).
 """
 
 from __future__ import annotations
@@ -18,12 +19,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .image import BUSYBOX
-from .layers import archive_images, load as load_archive, tar_layer
+from .layers import archive, load as load_archive, tar_layer
 from .sysutil import LabError, run
 
 if TYPE_CHECKING:
     from .netlab import Lab, Node
 
+METRICS_IMAGE = "recipegen-lab/metrics:latest"
 PACKAGES = ("prometheus", "prometheus-node-exporter", "prometheus-blackbox-exporter")
 DEBS = Path(os.environ.get("RECIPEGEN_LAB_DEBS") or Path.home() / ".cache" / "recipegen-lab" / "debs")
 # Debian's binary -> where the official image has it (its entrypoint), by the role in the metrics compose file.
@@ -76,17 +78,22 @@ def stage(dest: Path) -> Path:
 
 
 def provide(lab: Lab, nodes: list[Node], tags: dict[str, str]) -> None:
-    """Make the images once per lab (in its folder) and load them on `nodes`, tagged as `tags` names them
-    (role -> the image the metrics compose file names: prometheus, node_exporter, blackbox, grafana)."""
-    archive = lab.dir / "metrics-images.tar"
-    if not archive.exists():
+    """Make the image once per lab (in its folder), load it on `nodes`, and tag each role's image there as `tags`
+    names it (role -> the image the metrics compose files name: prometheus, node_exporter, blackbox, grafana)."""
+    archived = lab.dir / "metrics-image.tar"
+    if not archived.exists():
         layer_dir = stage(lab.dir / "metrics-context")
-        layer = tar_layer(layer_dir / "rootfs", lab.dir / "metrics-layer.tar",
-                          f"dpkg-deb -x {' '.join(PACKAGES)}")
-        entry = {role: [target] for role, (_, target) in BINARIES.items()} | {"grafana": ["/run.sh"]}
-        archive_images({tags[role]: {"Env": ["PATH=/bin"], "WorkingDir": "/", "Entrypoint": entry[role]}
-                        for role in entry}, [layer], archive)
+        (layer_dir / "Dockerfile").write_text("FROM scratch\nCOPY rootfs/ /\nENV PATH=/bin\nWORKDIR /\n")
+        layer = tar_layer(layer_dir / "rootfs", lab.dir / "metrics-layer.tar", f"dpkg-deb -x {' '.join(PACKAGES)}")
+        archive(METRICS_IMAGE, layer_dir / "Dockerfile", [layer], archived)
         layer.tar.unlink()
         shutil.rmtree(layer_dir)
+    entry = {role: target for role, (_, target) in BINARIES.items()} | {"grafana": "/run.sh"}
     for node in nodes:
-        load_archive(archive, "metrics images", ["docker", "--context", node.context], lab.env, timeout=600)
+        load_archive(archived, METRICS_IMAGE, ["docker", "--context", node.context], lab.env, timeout=600)
+        for role, tag in tags.items():
+            made = f"recipegen-lab-metrics-{role}"
+            lab.docker(node, "rm", "-f", made, check=False)
+            lab.docker(node, "create", "--name", made, METRICS_IMAGE, "/bin/sh")
+            lab.docker(node, "commit", "--change", f'ENTRYPOINT ["{entry[role]}"]', "--change", "CMD []", made, tag)
+            lab.docker(node, "rm", made)
