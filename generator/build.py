@@ -142,11 +142,15 @@ def load_checked_cluster(path: Path) -> tuple[Cluster, list[Diagnostic]]:
 def compile_metrics(recipes: list[Recipe], cluster: Cluster, cluster_source: str, out_dir: Path) -> dict[str, str]:
     """out/_metrics/'s files (none when the cluster has no `[metrics]`): the metrics stack over every recipe of the
     project (each one's scrape target is a file of its own, put in by `up`), checked like every compose file."""
+    from generator.check.metrics import metrics_findings
     from generator.plan.metrics import plan_metrics
     from generator.render.metrics import render_metrics
 
     if cluster.metrics is None:
         return {}
+    problems = metrics_findings(recipes, cluster)
+    if any(p.is_error for p in problems):
+        raise RecipegenError(problems)
     files = render_metrics(plan_metrics(recipes, cluster, cluster_source), stamp)
     for name, text in files.items():
         if name.endswith(("compose.yaml", "stack.yaml")):

@@ -152,3 +152,17 @@ def test_the_blackbox_exporter_accepts_every_generated_module_file(tmp_path: Pat
         run = subprocess.run([tool, "--config.check", f"--config.file={metrics / 'blackbox.yml'}"],
                              capture_output=True, text=True)
         assert run.returncode == 0, run.stdout + run.stderr
+
+
+def test_a_metrics_port_another_listener_takes_is_refused(tmp_path: Path):
+    """Prometheus on node a at 8001 would take the port of the head of `small` there: validate and build refuse."""
+    cluster = CLUSTER.replace('node = "a"', 'node = "a"\nprometheus_port = 8001')
+    from metricskit import SGLANG, VLLM
+
+    write_project(tmp_path, cluster, {"small": VLLM, "glm": SGLANG})
+    for command in (["validate"], ["build"]):
+        result = recipegen(tmp_path, *command)
+        assert result.exit_code == 1, result.output
+        assert "error[port-collision]" in result.output and "prometheus_port 8001 is also the API port of 'small'" \
+            in result.output
+    assert not (tmp_path / "out").exists()
