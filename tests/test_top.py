@@ -104,13 +104,13 @@ def test_top_in_a_real_terminal_shows_the_recorded_heads_numbers(tmp_path: Path)
                            _env(), "restarts", timeout=30, settle=1.5)
     finally:
         server.shutdown()
-    recorded = sample(RECORDED.read_text("utf-8"), 0.0)
     shown = row_of(screen, "tiny-llama")
-    assert shown["nodes"] == "a" and shown["state"] in ("idle", "serving"), screen
-    assert shown["running"] == f"{recorded.running:.0f}" and shown["waiting"] == f"{recorded.waiting:.0f}"
-    assert recorded.kv is not None and shown["KV %"] == f"{100 * recorded.kv:.1f}"
-    assert shown["TTFT p50"] == f"{1000 * (quantile(0.5, list(recorded.ttft)) or 0):.0f} ms"
-    assert float(shown["tok/s"]) > 0  # 50 tokens a read: the rate between the last two reads
+    # The recording: nothing running or waiting, KV cache 0.0, and 4 requests' TTFT in buckets le=0.02: 1,
+    # le=0.04: 2, le=0.06: 3, le=0.1: 4. The median is rank 2 of 4: the top of the (0.02, 0.04] bucket, 40 ms
+    # (what Prometheus's histogram_quantile answers: the lab test compares top with it on the live engine).
+    assert (shown["nodes"], shown["state"], shown["running"], shown["waiting"]) == ("a", "idle", "0", "0"), screen
+    assert shown["KV %"] == "0.0" and shown["TTFT p50"] == "40 ms", screen
+    assert float(shown["tok/s"]) > 0, screen  # 50 tokens a read: the rate between the last two reads
 
 
 def _env() -> dict[str, str]:
