@@ -56,6 +56,7 @@ def _project(root: Path, ports: list[int]) -> Path:
 
     from generator.cli import main
 
+    root.mkdir(parents=True)
     (root / "cluster.toml").write_text('name = "bench"\ngpu = "none"\nrdma = false\n[[nodes]]\nname = "a"\n'
                                        'address = "127.0.0.1"\ncontext = "a"\n[metrics]\nnode = "a"\n'
                                        'scrape_interval = "5s"\n')

@@ -28,24 +28,25 @@ def tmux() -> str:
 def screen_of(command: list[str], cwd: Path, env: dict[str, str], until: str, timeout: float = 60.0,
               settle: float = 0.0) -> str:
     """Run command in a 200x40 tmux session; the screen `settle` seconds after it first shows `until` (or at
-    timeout), then end it."""
+    timeout), then end it. A tmux server of its own (-L): a running one would give the session its environment."""
     session = f"recipegen-top-{os.getpid()}-{time.monotonic_ns()}"
+    base = [tmux(), "-L", session]
     line = f"cd {shlex.quote(str(cwd))} && exec {shlex.join(command)}"
-    subprocess.run([tmux(), "new-session", "-d", "-s", session, "-x", "200", "-y", "40", line], env=env, check=True)
+    subprocess.run([*base, "new-session", "-d", "-s", session, "-x", "200", "-y", "40", line], env=env, check=True)
     screen = ""
     try:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            screen = subprocess.run([tmux(), "capture-pane", "-p", "-t", session], capture_output=True,
+            screen = subprocess.run([*base, "capture-pane", "-p", "-t", session], capture_output=True,
                                     text=True).stdout
             if until in screen:
                 time.sleep(settle)
-                return subprocess.run([tmux(), "capture-pane", "-p", "-t", session], capture_output=True,
+                return subprocess.run([*base, "capture-pane", "-p", "-t", session], capture_output=True,
                                       text=True).stdout
             time.sleep(0.3)
         return screen
     finally:
-        subprocess.run([tmux(), "kill-session", "-t", session], capture_output=True)
+        subprocess.run([*base, "kill-server"], capture_output=True)
 
 
 def row_of(screen: str, recipe: str) -> dict[str, str]:
