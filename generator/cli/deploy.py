@@ -227,9 +227,9 @@ def down(recipe: str, cluster_path: Path | None, out_dir: Path | None, swarm: bo
     backend = backend_for(dep, swarm, change=True)
     from generator.cli.metrics import before_down
 
-    before_down(dep)  # stopped on purpose: not scraped, so no alert
     with holding(dep.targets, dep.project, f"recipegen down {dep.project}", lock_wait,
                  actions.down_bound(dep), cluster_path):
+        before_down(dep)  # stopped on purpose: not scraped any more, so no alert (once the nodes are held)
         result = actions.down(dep, backend)
     _report_down(result)
     if not result.ok:
