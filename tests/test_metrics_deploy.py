@@ -96,4 +96,4 @@ def test_no_prometheus_running_is_said_not_raised(stack):
     metrics, fake = stack
     fake.prometheus_running = False
     assert deploy.set_target(metrics, "small", scraped=False, wait=0) == "no Prometheus container running on a"
-    assert deploy.target_file_state(metrics, "small") == "no Prometheus running"
+    assert deploy.target_file_state(metrics, "small") == "unknown: no Prometheus container on a"

@@ -84,6 +84,13 @@ def _container(docker_node: OnNode, role: str) -> str | None:
     return found[0] if found else None
 
 
+def _container_or_none(node: OnNode) -> str | None:
+    try:
+        return _container(node, "prometheus")
+    except DockerError:
+        return None
+
+
 # Configuration files each service on the metrics node reads (compose-configs: Compose 2.40 recreates a
 # container for a new image or flag, not for a config's new text).
 _SERVICE_FILES = {"prometheus": ("prometheus.yml", "rules/recording.yml", "rules/alerts.yml"),
@@ -145,7 +152,7 @@ def set_target(metrics: MetricsDeployment, recipe_id: str, scraped: bool, wait: 
     Waits for Prometheus's container, which `apply` may have just started."""
     node = home(metrics)
     deadline = time.monotonic() + wait
-    while (container := _container(node, "prometheus")) is None:
+    while (container := _container_or_none(node)) is None:
         if time.monotonic() > deadline:
             return f"no Prometheus container running on {node.name}"
         time.sleep(1)
@@ -158,11 +165,14 @@ def set_target(metrics: MetricsDeployment, recipe_id: str, scraped: bool, wait: 
 
 
 def target_file_state(metrics: MetricsDeployment, recipe_id: str) -> str:
-    """"scraped", "stopped" (down took it out), "absent" (never up since the stack started), or why unknown."""
+    """"scraped", "stopped" (down took it out), "absent" (never up since the stack started), or "unknown: why"."""
     node = home(metrics)
-    container = _container(node, "prometheus")
+    try:
+        container = _container(node, "prometheus")
+    except DockerError as exc:
+        return f"unknown: {exc.short}"
     if container is None:
-        return "no Prometheus running"
+        return f"unknown: no Prometheus container on {node.name}"
     data = read_file(node, container, f"{TARGETS_DIR}/{recipe_id}.yml")
     return "absent" if data is None else "stopped" if data == STOPPED.encode() else "scraped"
 

@@ -22,6 +22,7 @@ from generator.plan.types import SWARM_NODE_LABEL
 from generator.render.metrics_dashboard import dashboard_json
 from generator.render.metrics_rules import alert_rules, recording_rules
 from generator.render.templates import comment, render, shell_comment
+from generator.render.versions import header_line, needs_of
 
 # Where each configuration file goes in its container; the key is its path under out/_metrics/.
 CONFIGS = {
@@ -167,7 +168,9 @@ def render_metrics(plan: MetricsPlan, finish: Callable[[str], str]) -> dict[str,
     files = {f"{METRICS_DIR}/{name}": text for name, text in configs.items()}
     context = _context(plan, configs)
     for node in plan.nodes:
+        # Inline configs on the metrics node only; a GPU device request where dcgm-exporter runs.
+        needs = header_line(needs_of(node.name == plan.node.name, "nvidia" if plan.settings.dcgm else "none"))
         files[f"{METRICS_DIR}/{node.name}/compose.yaml"] = finish(render("metrics-compose.yaml.j2", node=node,
-                                                                         **context))
+                                                                         needs=needs, **context))
     files[f"{METRICS_DIR}/stack.yaml"] = finish(render("metrics-stack.yaml.j2", **context))
     return files
