@@ -11,6 +11,7 @@ from generator.check.router import routed, router_findings
 from generator.check.rules import lint_cluster, lint_recipe
 from generator.diagnostics import Diagnostic, RecipegenError, Severity, display_path
 from generator.plan.nodes import plan_recipe
+from generator.plan.metrics import METRICS_DIR
 from generator.plan.router import ROUTER_DIR, plan_router
 from generator.plan.types import WATCH_FILE, RecipePlan
 from generator.render.templates import render_node, render_stack, render_watch
@@ -169,6 +170,25 @@ def compile_router(recipes: list[Recipe], cluster: Cluster, root: Path, out_dir:
     return files
 
 
+def compile_metrics(recipes: list[Recipe], cluster: Cluster, root: Path, out_dir: Path) -> dict[str, str]:
+    """out/_metrics/'s files (none when the cluster has no `[metrics]`): the metrics stack over every recipe of the
+    project (each one's scrape target is a file of its own, put in by `up`), checked like every compose file."""
+    from generator.check.metrics import metrics_findings
+    from generator.plan.metrics import plan_metrics
+    from generator.render.metrics import render_metrics
+
+    if cluster.metrics is None:
+        return {}
+    problems = metrics_findings(recipes, cluster)
+    if any(p.is_error for p in problems):
+        raise RecipegenError(problems)
+    files = render_metrics(plan_metrics(recipes, cluster, cluster_shown(cluster, root)), stamp)
+    for name, text in files.items():
+        if name.endswith(("compose.yaml", "stack.yaml")):
+            verify_compose(text, f"{out_dir.name}/{name}")
+    return files
+
+
 @dataclass(frozen=True)
 class SideStack:
     """A stack compiled from every recipe of the project into out/<folder>/, beside the recipes' own: the router,
@@ -185,6 +205,7 @@ class SideStack:
 
 SIDE_STACKS: tuple[SideStack, ...] = (
     SideStack(ROUTER_DIR, lambda cluster: cluster.router is not None, compile_router),
+    SideStack(METRICS_DIR, lambda cluster: cluster.metrics is not None, compile_metrics),
 )
 
 

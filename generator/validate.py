@@ -6,6 +6,7 @@ import re
 import tomllib
 from pathlib import Path
 
+from generator.check.metrics import metrics_findings
 from generator.check.router import router_findings
 from generator.check.rules import RULES, lint_cluster, lint_recipe
 from generator.diagnostics import Diagnostic, RecipegenError, Severity, display_path
@@ -90,7 +91,7 @@ def validate_paths(paths: list[Path], cluster_path: Path | None) -> list[Diagnos
         except RecipegenError as exc:
             found_here += exc.diagnostics
         findings += _by_line(schema_problems + found_here)
-    if cluster is not None and cluster.router is not None:
+    if cluster is not None and (cluster.router is not None or cluster.metrics is not None):
         findings += _router_findings(project, cluster)
     if recipes_linted and cluster is None and not cluster_read:
         # `ok` would claim rules passed that never ran: name them and how to run them.
@@ -128,7 +129,7 @@ def _router_findings(project: Project, cluster: Cluster) -> list[Diagnostic]:
             recipes.append(load_recipe(path, project.recipes_dir))
         except RecipegenError:
             continue
-    return router_findings(recipes, cluster)
+    return router_findings(recipes, cluster) + metrics_findings(recipes, cluster)
 
 
 def _by_line(found: list[Diagnostic]) -> list[Diagnostic]:

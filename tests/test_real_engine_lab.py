@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from lab import LAB_MEMLOCK, Lab, tinymodel
+from lab import LAB_MEMLOCK, Lab, metricsimage, tinymodel
 from helpers.deploylab import containers, run
 
 pytestmark = pytest.mark.lab
@@ -38,7 +38,7 @@ BIND = [{"VLLM_CPU_OMP_THREADS_BIND": "0"}, {"VLLM_CPU_OMP_THREADS_BIND": "1"}]
 
 
 def cpu_project(lab: Lab, root: Path, recipes: tuple[str, ...] = ("tiny-llama-tp2", "tiny-llama-pp2"),
-                extra: dict[str, str] | None = None, router=None) -> Path:
+                extra: dict[str, str] | None = None, router=None, metrics=None) -> Path:
     """A user's repository holding the example's recipes as committed, and the lab's cluster file (with a router
     on the node `router`, its image loaded there), built."""
     (root / "recipes").mkdir(parents=True)
@@ -56,6 +56,9 @@ def cpu_project(lab: Lab, root: Path, recipes: tuple[str, ...] = ("tiny-llama-tp
 
         routerimage.provide(lab, [router], "haproxy:2.6")
         cluster.write_text(cluster.read_text() + f'\n[router]\nnodes = ["{router.name}"]\nport = {ROUTER_PORT}\n')
+    if metrics is not None:  # the metrics stack: Prometheus on `metrics`, node exporters on both nodes
+        provide_metrics_images(lab)
+        cluster.write_text(cluster.read_text() + f'\n[metrics]\nnode = "{metrics.name}"\nscrape_interval = "5s"\n')
     run(lab, root, "build", check=True)
     return root
 
@@ -93,13 +96,19 @@ def tp2(lab: Lab, tmp_path_factory: pytest.TempPathFactory):
 
     prepare_vllm(lab)
     router = lab.nodes[1] if routerimage.unavailable_reason() is None else None
-    root = cpu_project(lab, tmp_path_factory.mktemp("cpu"), router=router)
+    metrics = lab.nodes[1] if metricsimage.unavailable_reason() is None else None
+    lab.env[GRAFANA_PASSWORD_ENV] = "lab-only-password"  # `up` passes it to Grafana's container, never to a file
+    root = cpu_project(lab, tmp_path_factory.mktemp("cpu"), router=router, metrics=metrics)
     up = run(lab, root, "up", "tiny-llama-tp2", "--timeout", "600", timeout=900)
     yield root, up
     run(lab, root, "down", "tiny-llama-tp2", timeout=300)
     if router is not None:
         lab.docker(router, "compose", "-f", str(root / "out" / "_router" / router.name / "compose.yaml"), "down",
                    check=False, timeout=120)
+    if metrics is not None:
+        for node in lab.nodes[:2]:
+            lab.docker(node, "compose", "-f", str(root / "out" / "_metrics" / node.name / "compose.yaml"), "down",
+                       "-v", check=False, timeout=120)
 
 
 def test_tp2_up_boots_the_real_engine_and_ends_with_its_first_request(tp2, lab: Lab):
@@ -193,6 +202,134 @@ def test_the_router_streams_the_real_engine_as_a_client_sends_it(tp2, lab: Lab):
     assert status == 404 and "`no-such-model`" in json.loads(body)["error"]["message"]
     ps = run(lab, root, "ps", "tiny-llama-tp2")
     assert "router (" in ps.stdout and "UP (L7OK)" in ps.stdout, ps.stdout  # the router's row, its backend up
+
+
+# --- the metrics stack (issue 40) on the real engine: Debian's prometheus and exporters in lab images ---------------
+
+GRAFANA_PASSWORD_ENV = "RECIPEGEN_GRAFANA_PASSWORD"
+
+
+def provide_metrics_images(lab: Lab) -> None:
+    """Debian's prometheus and exporters (and Grafana's stand-in) on both nodes, tagged as the generated compose
+    files name them (the schema's default images)."""
+    from generator.read.schemas import schema
+    from lab import metricsimage
+
+    props = schema("cluster")["properties"]["metrics"]["properties"]
+    metricsimage.provide(lab, lab.nodes[:2], {role: props[f"{key}_image"]["default"] for role, key in (
+        ("prometheus", "prometheus"), ("node_exporter", "node_exporter"), ("blackbox", "blackbox"),
+        ("grafana", "grafana"))})
+
+
+def metrics_ready(lab: Lab) -> str:
+    """Prometheus's base URL; skipped (failed in CI) when the metrics images cannot be made here."""
+    from lab import metricsimage
+
+    missing = metricsimage.unavailable_reason()
+    if missing:
+        (pytest.fail if os.environ.get("CI") else pytest.skip)(missing)
+    return f"http://{lab.nodes[1].address}:9090"
+
+
+def promql(base: str, expr: str) -> dict:
+    """Prometheus's answer to an instant query (its JSON), whatever the status: a bad query is an `error`."""
+    import urllib.error
+    import urllib.parse
+    import urllib.request
+
+    url = f"{base}/api/v1/query?{urllib.parse.urlencode({'query': expr})}"
+    try:
+        with urllib.request.urlopen(url, timeout=10) as response:
+            return json.loads(response.read())
+    except urllib.error.HTTPError as exc:  # 400 and 422 carry the reason as JSON
+        return json.loads(exc.read())
+
+
+def test_prometheus_scrapes_the_real_head_the_router_and_the_node_exporters(tp2, lab: Lab):
+    """`up` brought the metrics stack up and put the recipe's target in; Debian's prometheus, running the generated
+    config, scrapes the real vLLM head (labelled recipe, engine, nodes, tp, pp), the router's HAProxy exporter and
+    a node exporter on each node."""
+    base = metrics_ready(lab)
+    root, up = tp2
+    assert f"tiny-llama-tp2: scraped by {base}" in up.stdout, up.stdout + up.stderr
+    wanted = {("engine", "tiny-llama-tp2"), ("router", "spark2"), ("node", "spark1"), ("node", "spark2")}
+    seen: dict = {}
+
+    def scraped() -> bool:
+        seen.update({(r["metric"]["job"], r["metric"].get("recipe") or r["metric"].get("node")): r
+                     for r in promql(base, "up == 1")["data"]["result"]})
+        return wanted <= set(seen)
+
+    wait_until("every target scraped", scraped, timeout=90)
+    engine = seen[("engine", "tiny-llama-tp2")]["metric"]
+    assert {k: engine[k] for k in ("engine", "nodes", "tp", "pp", "head")} == {
+        "engine": "vllm", "nodes": "spark1,spark2", "tp": "2", "pp": "1", "head": "spark1"}
+    ps = run(lab, root, "ps", "tiny-llama-tp2")
+    assert "tiny-llama-tp2 target: scraped (up=1)" in ps.stdout, ps.stdout
+
+
+def dashboard_of(root: Path) -> dict:
+    text = (root / "out" / "_metrics" / "grafana" / "dashboard.json").read_text()
+    return json.loads("".join(li for li in text.splitlines(True) if not li.startswith("#")))
+
+
+def test_every_dashboard_query_is_valid_promql_and_returns_data_from_the_real_engine(tp2, lab: Lab):
+    """After a few requests, each query of the generated dashboard (the served recipe's row, each node's, the
+    router's) is valid PromQL to Debian's prometheus and returns data; the JSON is checked as Grafana lays it out."""
+    base = metrics_ready(lab)
+    root, _ = tp2
+    for _ in range(3):
+        assert streamed_chat(lab.nodes[1].address, ROUTER_PORT, SERVED, 16)[0] == 200
+    panels = dashboard_of(root)["panels"]
+    assert len({p["id"] for p in panels}) == len(panels)
+    assert all(0 <= p["gridPos"]["x"] and p["gridPos"]["x"] + p["gridPos"]["w"] <= 24 for p in panels)
+    queries, row = [], ""
+    for panel in panels:
+        if panel["type"] == "row":
+            row = panel["title"]
+            continue
+        assert panel["datasource"]["uid"] == "recipegen-prometheus"
+        for target in panel["targets"]:
+            assert promql(base, target["expr"])["status"] == "success", target["expr"]
+            if "tiny-llama-pp2" not in row:  # the other recipe never ran here: nothing to show for it
+                queries.append(target["expr"])
+    assert len(queries) >= 15
+    empty: list[str] = []
+
+    def all_have_data() -> bool:
+        empty[:] = [q for q in queries if not promql(base, q)["data"]["result"]]
+        return not empty
+
+    try:
+        wait_until("data for every query", all_have_data, timeout=90)
+    except AssertionError:
+        raise AssertionError(f"queries without data: {empty}") from None
+    if os.environ.get("RECIPEGEN_RECORD_METRICS"):  # the fixture of tests/test_top.py, recorded from this engine
+        import urllib.request
+
+        with urllib.request.urlopen(f"http://{lab.nodes[0].address}:8000/metrics", timeout=10) as response:
+            Path(os.environ["RECIPEGEN_RECORD_METRICS"]).write_bytes(response.read())
+
+
+def test_top_in_a_real_terminal_shows_the_real_heads_numbers(tp2, lab: Lab):
+    """`recipegen top` in tmux against the real head: its row's numbers are the head's own /metrics (running,
+    waiting, KV cache) and Prometheus's histogram_quantile of the same TTFT buckets."""
+    from helpers.topkit import row_of, screen_of
+
+    base = metrics_ready(lab)
+    root, _ = tp2
+    assert streamed_chat(lab.nodes[0].address, 8000, SERVED, 8)[0] == 200
+    time.sleep(6)  # one scrape after the request: Prometheus holds the same buckets as the idle head
+    screen = screen_of(["recipegen", "top", "tiny-llama-tp2", "--interval", "1"], root, lab.env, "idle")
+    row = row_of(screen, "tiny-llama-tp2")
+    assert row["nodes"] == "spark1,spark2" and row["state"] == "idle", screen
+    assert row["running"] == "0" and row["waiting"] == "0" and row["tok/s"] == "0.0", screen
+    kv = promql(base, 'max(vllm:kv_cache_usage_perc{recipe="tiny-llama-tp2"})')["data"]["result"]
+    assert row["KV %"] == f"{100 * float(kv[0]['value'][1]):.1f}", (row, kv)
+    p50 = promql(base, 'histogram_quantile(0.5, sum by (le) '
+                       '(vllm:time_to_first_token_seconds_bucket{recipe="tiny-llama-tp2"}))')["data"]["result"]
+    assert row["TTFT p50"] == f"{1000 * float(p50[0]['value'][1]):.0f} ms", (row, p50)
+    assert row["restarts"] == "0", screen
 
 
 def engine_pid(lab: Lab, node, recipe: str) -> tuple[int, int]:

@@ -30,6 +30,7 @@ COMMANDS: dict[str, Entry] = {
     "down": Entry(_DEPLOY, "down", "Stop and remove a recipe's containers on every node."),
     "ps": Entry(_DEPLOY, "ps", "One table of a recipe's ranks across its nodes."),
     "status": Entry(_DEPLOY, "ps", "The same as ps."),
+    "top": Entry("generator.cli.top", "top", "Every recipe live: state, tok/s, requests, KV cache, TTFT."),
     "logs": Entry(_DEPLOY, "logs", "A recipe's logs from every node, each line named by node."),
     "smoke": Entry(_DEPLOY, "smoke", "Send a running recipe's head one real request."),
     "images": Entry(_DEPLOY, "images", "Make a recipe's image present and identical on its nodes."),

@@ -141,6 +141,10 @@ def _up(dep: CompiledDeployment, backend: Backend, timeout: float, keep: bool, s
             report_up(dep.project, result.router)
         if not result.routed:  # the recipe serves, but the one endpoint does not reach it
             sys.exit(1)
+        from generator.cli.metrics import after_up as metrics_after_up
+
+        if not metrics_after_up(dep, swarm):  # it serves, but is not watched
+            sys.exit(1)
         return
     click.echo(f"{dep.project}: up failed: {result.failure}", err=True)
     for name, text in result.last_logs.items():
@@ -226,8 +230,11 @@ def down(recipe: str, cluster_path: Path | None, out_dir: Path | None, swarm: bo
 
     dep = from_out(recipe, cluster_path, out_dir)
     backend = backend_for(dep, swarm, change=True)
+    from generator.cli.metrics import before_down
+
     with holding(dep.targets, dep.project, f"recipegen down {dep.project}", lock_wait,
                  actions.down_bound(dep), cluster_path):
+        before_down(dep)  # stopped on purpose: not scraped any more, so no alert (once the nodes are held)
         result = actions.down(dep, backend)
     _report_down(result)
     if not result.ok:
@@ -267,6 +274,9 @@ def ps(recipe: str, cluster_path: Path | None, out_dir: Path | None, swarm: bool
         from generator.cli.router import show_ps
 
         show_ps(dep.project, dep.cluster.name, routing)
+    from generator.cli.metrics import show_ps as show_metrics
+
+    show_metrics(dep)
     from generator.deploy.lock import unlock_hint
 
     for name, holder in result.held.items():

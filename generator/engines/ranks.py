@@ -211,6 +211,9 @@ def _sglang(recipe: Recipe, cluster: Cluster, rank: int, head: Node, multi: bool
                   str(recipe.required_nodes), "--node-rank", str(rank)]
     if flag_value(recipe, "--host") is None:  # SGLang listens on 127.0.0.1 by default: unreachable from outside
         owned += ["--host", "0.0.0.0"]
+    # SGLang serves no /metrics without it: a cluster with a metrics stack scrapes every head (docs/metrics.md).
+    if rank == 0 and cluster.metrics is not None and not any(g.flag == "--enable-metrics" for g in recipe.flag_groups):
+        owned.append("--enable-metrics")
     return _assemble(recipe.entrypoint, owned, user)
 
 

@@ -18,6 +18,7 @@ from generator.resolve.benchtable import bench_table, merged
 from generator.resolve.layers import Layers, env_text
 from generator.resolve.model import (CONTAINER_KEYS, DEFAULT, ENGINE_DEFAULT_ENTRYPOINT, RECIPE_ID, Cluster,
                                      ContainerOptions, Mod, Node, Recipe, Router, Ulimits)
+from generator.resolve.metrics import load_metrics
 from generator.resolve.mods import image_context, image_refusal, in_image, load_mods
 
 from generator.resolve.project import RECIPE_FILE as RECIPE_FILE, recipe_file as recipe_file  # noqa: E402
@@ -222,10 +223,9 @@ def cluster_from_document(doc: TomlDocument) -> Cluster:
         env={k: env_text(v) for k, v in data.get("env", {}).items()}, nodes=tuple(nodes), document=doc,
         pass_env=tuple(data.get("pass_env", [])),
         ray_args=split_words(doc, data.get("ray_args", []), "cluster", key="ray_args"),
-        ray_join_timeout=get("ray_join_timeout"),
-        gpu_memory=size_bytes(get("gpu_memory")) or 0,
+        ray_join_timeout=get("ray_join_timeout"), gpu_memory=size_bytes(get("gpu_memory")) or 0,
         container=ContainerOptions(**{k: data.get(k, props[k].get("default")) for k in CONTAINER_KEYS}),
-        router=_router(doc, tuple(nodes)))
+        router=_router(doc, tuple(nodes)), metrics=load_metrics(doc, tuple(nodes)))
 
 
 def _router(doc: TomlDocument, nodes: tuple[Node, ...]) -> Router | None:

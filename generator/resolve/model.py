@@ -253,6 +253,31 @@ class Router:
     timeout: str
 
 
+@dataclass(frozen=True)
+class Metrics:
+    """The cluster's `[metrics]`: Prometheus, Grafana and the blackbox exporter on `node`, a node exporter on every
+    node (schema: its keys and their defaults)."""
+
+    node: Node
+    prometheus_port: int
+    grafana_port: int
+    node_exporter_port: int
+    blackbox_port: int
+    dcgm: bool
+    dcgm_port: int
+    scrape_interval: str
+    retention_time: str
+    retention_size: str
+    wedge_after: str
+    probe_timeout: str
+    grafana_password_env: str
+    prometheus_image: str
+    grafana_image: str
+    node_exporter_image: str
+    blackbox_image: str
+    dcgm_image: str
+
+
 class NodeChoiceError(LookupError):
     """The cluster cannot give a recipe its nodes; `key` is the recipe key to point at."""
 
@@ -286,6 +311,7 @@ class Cluster:
     gpu_memory: int = 128419522150  # bytes one GPU gives the engine (GB10: 119.6 GiB); the `fit` rules' budget
     container: ContainerOptions = ContainerOptions()
     router: Router | None = None
+    metrics: Metrics | None = None
 
     def node_env(self, node: Node) -> dict[str, str]:
         """The environment the cluster file gives `node`: its [env], then the node's own over it."""

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Protocol
 
 from generator.deploy.backends.base import RankState
+from generator.deploy.container_files import read_file
 from generator.deploy.docker import DockerError, reason
 from generator.deploy.targets import OnNode, each
 from generator.plan.router import CONFIG_PATH, ROUTER_PROJECT, ROUTER_SERVICE
