@@ -68,11 +68,12 @@ def test_a_users_file_in_an_out_folder_stops_the_build_and_survives(project: Pat
 def test_a_recipe_named_twice_is_built_once(project: Path):
     result = run("build", "glm-4-5-air-sglang", "recipes/glm-4-5-air-sglang/", "--out", "o3")
     assert result.exit_code == 0, result.output
-    assert "7 files for 1 recipe(s)" in result.stdout  # and the router's 3, built from every recipe (issue 43)
-    assert sorted(tree(project / "o3")) == ["_router/haproxy.cfg", "_router/spark1/compose.yaml", "_router/stack.yaml",
-                                            "glm-4-5-air-sglang/group-watch.py",
-                                            "glm-4-5-air-sglang/spark1/compose.yaml",
-                                            "glm-4-5-air-sglang/spark2/compose.yaml", "glm-4-5-air-sglang/stack.yaml"]
+    built = sorted(tree(project / "o3"))
+    assert f"{len(built)} files for 1 recipe(s)" in result.stdout  # and the side stacks, built from every recipe
+    assert {"_router/haproxy.cfg", "_metrics/prometheus.yml"} <= set(built)  # (issue 43: out/ stays current)
+    assert [p for p in built if not p.startswith(("_router/", "_metrics/"))] == [
+        "glm-4-5-air-sglang/group-watch.py", "glm-4-5-air-sglang/spark1/compose.yaml",
+        "glm-4-5-air-sglang/spark2/compose.yaml", "glm-4-5-air-sglang/stack.yaml"]
 
 
 def test_two_recipes_with_one_id_are_an_error(project: Path, tmp_path: Path):
@@ -166,7 +167,7 @@ def test_naming_nodes_sets_how_many_and_which(project: Path):
     recipe.write_text(recipe.read_text().replace("required_nodes = 1\n", 'nodes = ["spark2"]\n'))
     result = run("build", "qwen3-coder-30b-a3b-fp8", "--out", "o6")
     assert result.exit_code == 0, result.output
-    assert sorted(p for p in tree(project / "o6") if not p.startswith("_router/")) == [
+    assert sorted(p for p in tree(project / "o6") if not p.startswith(("_router/", "_metrics/"))) == [
         "qwen3-coder-30b-a3b-fp8/group-watch.py", "qwen3-coder-30b-a3b-fp8/spark2/compose.yaml",
         "qwen3-coder-30b-a3b-fp8/stack.yaml"]
     assert 'VLLM_HOST_IP: "192.168.100.11"' in (project / "o6/qwen3-coder-30b-a3b-fp8/spark2/compose.yaml").read_text()

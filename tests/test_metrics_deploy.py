@@ -5,14 +5,13 @@ docker side is scripted: one Prometheus container whose files are a dict. Compos
 from __future__ import annotations
 
 import io
-import subprocess
 import tarfile
 from pathlib import Path
 
 import pytest
 import yaml
 
-from generator.deploy import container_files, metrics as deploy
+from generator.deploy import metrics as deploy
 from generator.deploy.docker import Docker
 from generator.resolve.load import load_cluster
 from helpers.metricskit import build_project
@@ -40,17 +39,9 @@ class FakeDocker:
             return ""
         raise AssertionError(f"unexpected docker {args}")
 
-    def subprocess_run(self, cmd: list[str], **kwargs) -> subprocess.CompletedProcess[bytes]:
-        assert cmd[3] == "cp" and cmd[-1] == "-", cmd
-        path = cmd[4].split(":", 1)[1]
-        if path not in self.files:
-            return subprocess.CompletedProcess(cmd, 1, b"", b"no such file")
-        buffer = io.BytesIO()
-        with tarfile.open(fileobj=buffer, mode="w") as tar:
-            info = tarfile.TarInfo(Path(path).name)
-            info.size = len(self.files[path])
-            tar.addfile(info, io.BytesIO(self.files[path]))
-        return subprocess.CompletedProcess(cmd, 0, buffer.getvalue(), b"")
+    def copy_out(self, path: str) -> bytes | None:
+        """What `docker cp CONTAINER:PATH -` gives Docker.copy_out: the file, or none (a DockerError's None)."""
+        return self.files.get(path)
 
 
 @pytest.fixture
@@ -58,7 +49,7 @@ def stack(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     build_project(tmp_path)
     fake = FakeDocker()
     monkeypatch.setattr(Docker, "run", lambda self, *a, **k: fake.run(self, *a, **k))
-    monkeypatch.setattr(container_files.subprocess, "run", fake.subprocess_run)
+    monkeypatch.setattr(Docker, "copy_out", lambda self, container, path, timeout=30: fake.copy_out(path))
     metrics = deploy.metrics_from_out(load_cluster(tmp_path / "cluster.toml"), tmp_path / "out")
     assert metrics is not None
     return metrics, fake
