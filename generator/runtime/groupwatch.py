@@ -55,6 +55,11 @@ MEMORY_WAIT, MEMORY_SLACK = 120.0, 0.05  # after a failed boot: wait this long a
 MEMORY_PLATEAU = 20.0  # ... and no longer than this once it stops rising (another workload may hold the rest)
 HELLO_WAIT, PENDING_MAX, LINE_MAX = 5.0, 32, 4096  # a newcomer's hello: its time, how many wait, its bytes
 KEY_ENV = "RECIPEGEN_GROUP_KEY"  # the group's key, given by the deploying shell (never in a generated file)
+KEY_MISMATCH = {  # whether the head holds a key -> why this rank, which holds the other, cannot join
+    True: "the head holds a group key and this rank holds none: deploy every rank the same way (recipegen up gives "
+          "the key; a plain docker compose up does not)",
+    False: "the head holds no group key and this rank holds one: deploy every rank the same way (recipegen up gives "
+           "the key; a plain docker compose up does not)"}
 # Exit statuses, each non-zero one restarted by Docker's on-failure: this rank's own end (1), this rank stopping
 # because another rank of its group ended (FOLLOWED: `up` names the rank that did not), its node stopping (143).
 FAILED, FOLLOWED = 1, 2
@@ -349,9 +354,7 @@ class Watch:
             for message in messages:
                 if nonce is None and isinstance(message.get("nonce"), str):
                     if bool(message.get("keyed")) != bool(self.opts.key):
-                        why = ("the head holds %s group key and this rank holds %s: deploy every rank the same way "
-                               "(recipegen up gives the key; a plain docker compose up does not)" % (
-                                   ("a", "none") if message.get("keyed") else ("no", "one")))
+                        why = KEY_MISMATCH[bool(message.get("keyed"))]
                         break
                     nonce = message["nonce"]
                     peer.send(hello=self.opts.rank, node=self.opts.node, group=self.opts.group, nonce=mine,
