@@ -166,3 +166,23 @@ def test_a_metrics_port_another_listener_takes_is_refused(tmp_path: Path):
         assert "error[port-collision]" in result.output and "prometheus_port 8001 is also the API port of 'small'" \
             in result.output
     assert not (tmp_path / "out").exists()
+
+
+def test_the_router_panels_select_the_routers_own_backends(tmp_path: Path):
+    """Every HAProxy backend the router config defines is selected by the router row's queries, and they select
+    nothing else: the names come from one place (plan/router.py), so a renamed backend cannot leave the panels
+    empty (they were, once: the backends became one per head endpoint)."""
+    import re
+
+    metrics = build_project(tmp_path)
+    config = (tmp_path / "out" / "_router" / "haproxy.cfg").read_text("utf-8")
+    blocks = re.findall(r"^backend (\S+)\n(.*?)(?=^\S|\Z)", config, re.M | re.S)
+    backends = [name for name, body in blocks if re.search(r"^\s+server ", body, re.M)]  # the heads: with servers
+    assert backends and all(b.startswith("head_") for b in backends), blocks
+    exprs = [t["expr"] for p in dashboard(metrics)["panels"] for t in p.get("targets", [])
+             if "haproxy_backend" in t["expr"]]
+    assert exprs
+    for expr in exprs:
+        pattern = re.search(r'proxy=~"([^"]+)"', expr)
+        assert pattern, expr
+        assert all(re.fullmatch(pattern[1], b) for b in backends), (pattern[1], backends)

@@ -42,6 +42,7 @@ class Route:
     keyed: bool = False  # the engine asks for an API key (`--api-key`, VLLM_API_KEY) on /v1/models
 
 
+HEAD_BACKEND = "head_"  # every HAProxy backend is a head endpoint: head_<address>_<port> (the dashboard selects them)
 _UNSAFE_IN_NAME = re.compile(r"[^A-Za-z0-9._:-]")  # what an HAProxy proxy name may not hold
 
 
@@ -59,7 +60,7 @@ class Endpoint:
 
     @property
     def backend(self) -> str:
-        return f"head_{_UNSAFE_IN_NAME.sub('_', self.address)}_{self.port}"
+        return f"{HEAD_BACKEND}{_UNSAFE_IN_NAME.sub('_', self.address)}_{self.port}"
 
     @property
     def names(self) -> tuple[str, ...]:

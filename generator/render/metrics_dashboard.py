@@ -10,6 +10,7 @@ import json
 from typing import Any
 
 from generator.plan.metrics import DATASOURCE_UID, NODE_JOB, ROUTER_JOB, MetricsPlan
+from generator.plan.router import HEAD_BACKEND
 
 GRID = 24
 HEIGHT = 6
@@ -77,11 +78,11 @@ def _router_row(layout: _Layout, plan: MetricsPlan) -> None:
     if not plan.routers:
         return
     w = plan.rate_window
-    sel = f'job="{ROUTER_JOB}",proxy=~"recipe_.*"'
+    sel = f'job="{ROUTER_JOB}",proxy=~"{HEAD_BACKEND}.*"'
     layout.row("router")
-    layout.panel("timeseries", "requests per backend", 12, "reqps", [
+    layout.panel("timeseries", "requests per head (backend)", 12, "reqps", [
         (f"sum by (proxy) (rate(haproxy_backend_http_requests_total{{{sel}}}[{w}]))", "{{proxy}}")])
-    layout.panel("timeseries", "errors per backend (5xx)", 12, "reqps", [
+    layout.panel("timeseries", "errors per head (5xx)", 12, "reqps", [
         (f'sum by (proxy) (rate(haproxy_backend_http_responses_total{{{sel},code="5xx"}}[{w}]))', "{{proxy}}")])
 
 
