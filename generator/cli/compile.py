@@ -131,11 +131,6 @@ def _check(given: Inputs, recipes: tuple[str, ...], strict: bool, force: bool) -
     return result
 
 
-def side_dirs(files: dict[str, str]) -> list[str]:
-    """The side stacks' folders (out/_router, out/_metrics) among a build's files, in order."""
-    return list(dict.fromkeys(name.split("/", 1)[0] for name in files))
-
-
 def _shown_in(out: Path, relative: str) -> str:
     from generator.diagnostics import display_path
 
