@@ -42,14 +42,19 @@ def _user_secret() -> str | None:
         pass
     except (OSError, UnicodeDecodeError):
         return None
-    try:  # made whole, readable by its owner only; a racing `up` that made it first wins
+    try:  # made whole (written aside, then linked in: never seen empty), its owner's only; a racing `up` wins once
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        aside = path.with_name(f".{path.name}.{os.getpid()}")
+        fd = os.open(aside, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as f:
             f.write(secrets.token_hex(32) + "\n")
+        try:
+            os.link(aside, path)
+        except FileExistsError:
+            pass
+        finally:
+            aside.unlink()
         return path.read_text("ascii").strip() or None
-    except FileExistsError:
-        return _user_secret()
     except OSError:
         return None
 
