@@ -671,12 +671,15 @@ class Wedge:
             self.look()  # the probe's own tokens are not the engine's work
 
     def look(self) -> Tuple[bool, bool]:
-        """(the token counters moved since the last look, requests are in hand or /metrics cannot tell)."""
+        """(the token counters moved since the last look, requests are in hand or /metrics cannot tell). A /metrics
+        that does not answer within the deadline tells nothing of requests in hand: the probe asks at once."""
         try:
             with self.ask.open(self.metrics, timeout=self.deadline) as answer:
                 text = answer.read(8 << 20).decode("utf-8", "replace")
+        except urllib.error.HTTPError:
+            return False, True  # no /metrics here (SGLang without --enable-metrics): it cannot tell
         except Exception:
-            return False, True
+            return False, False  # no answer at all: nothing says it works, so the probe asks
         total, in_hand, seen = 0.0, 0.0, False
         for line in text.splitlines():
             name = line.split("{", 1)[0].split(" ", 1)[0]
