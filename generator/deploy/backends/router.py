@@ -15,6 +15,7 @@ from typing import Protocol
 
 from generator.deploy.backends.base import RankState
 from generator.deploy.container_files import read_file
+from generator.deploy.container_files import read_file
 from generator.deploy.docker import DockerError, reason
 from generator.deploy.targets import OnNode, each
 from generator.plan.router import CONFIG_PATH, ROUTER_PROJECT, ROUTER_SERVICE
@@ -85,10 +86,7 @@ class RouterBackend(Protocol):
 
 def _running_config(target: RouterTarget) -> bytes | None:
     """The config the running container reads (`docker cp` gives a tar: no tool needed inside the image)."""
-    try:
-        return target.docker.copy_out(target.container, CONFIG_PATH)
-    except DockerError:
-        return None
+    return read_file(target, target.container, CONFIG_PATH)
 
 
 class ComposeRouter:
