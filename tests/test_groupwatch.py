@@ -402,6 +402,38 @@ def test_a_wedged_engine_ends_the_group_with_its_own_cause(tmp_path: Path):
     assert took < 2 + 2 * 2 + 6, took  # a look every 2 s, two probes of 2 s, and the engine's stop
 
 
+def test_a_loopback_that_answers_nothing_does_not_leave_the_engine_unwatched(tmp_path: Path):
+    """Seen once in the lab after a restart: the engine served on the node's fabric address while its loopback port
+    took connections and never answered. The watch asks the fabric address too until /health first answers, says
+    so, and watches the engine there: its freeze is still found."""
+    port, http_port = free_port(), free_port()
+    holder = socket.socket()  # 127.0.0.1:http_port takes connections (a backlog) and never answers
+    holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    holder.bind(("127.0.0.1", http_port))
+    holder.listen(16)
+    flag = tmp_path / "frozen"
+    served = ENGINE_HTTP.replace('(("127.0.0.1", int(sys.argv[2])), H)', '(("127.0.0.2", int(sys.argv[2])), H)')
+    engine = f"import sys; sys.argv = ['e', {str(flag)!r}, '{http_port}']; exec({served!r})"
+    extra = ("--health", f"http://127.0.0.1:{http_port}/health", "--model", "tiny", "--wedge", "2",
+             "--peers", "127.0.0.2")
+    with holder:
+        head = start(tmp_path, 0, port, engine, ranks=1, extra=extra)
+        time.sleep(groupwatch.HEALTH_TIMEOUT + 4)  # one loopback miss, then the fabric address answers
+        assert head.poll() is None, head.stderr.read() if head.stderr else ""
+        flag.write_text("")
+        status, _, err = finish(head, timeout=60)
+    assert status == 1, err
+    assert f"the engine answers http://127.0.0.2:{http_port}/health and not http://127.0.0.1:{http_port}" in err, err
+    assert state(tmp_path, 0)["restarts"][-1]["cause"] == "wedged"
+
+
+def test_fabric_url_swaps_only_a_loopback_host():
+    assert groupwatch.fabric_url("http://127.0.0.1:8000/health", "10.0.0.1") == "http://10.0.0.1:8000/health"
+    assert groupwatch.fabric_url("https://[::1]:8443/health", "fd00::1") == "https://[fd00::1]:8443/health"
+    assert groupwatch.fabric_url("http://10.0.0.9:8000/health", "10.0.0.1") == ""  # the engine's own --host
+    assert groupwatch.fabric_url("http://127.0.0.1:8000/health", "") == ""  # a group of one without peers
+
+
 def test_an_engine_that_refuses_the_probe_is_not_judged(tmp_path: Path):
     """A 4xx to the probe (a wrong served name, a key it does not have) says nothing of a wedge: no restart loop
     of a healthy engine; the watch says wedge detection is off."""
