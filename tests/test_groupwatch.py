@@ -15,6 +15,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Callable
 
 import pytest
 
@@ -31,6 +32,7 @@ def free_port() -> int:
 
 
 STARTED: list[subprocess.Popen] = []
+SIDE_BY_SIDE = threading.local()  # a side-by-side scenario's thread: where its processes are registered
 
 
 @pytest.fixture(autouse=True)
@@ -66,7 +68,7 @@ def start(tmp: Path, rank: int, port: int, engine: str, limit: int = 5, group: s
         env["RECIPEGEN_GROUP_KEY"] = key
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
                             start_new_session=True)
-    STARTED.append(proc)
+    getattr(SIDE_BY_SIDE, "started", STARTED).append(proc)
     return proc
 
 
@@ -357,6 +359,64 @@ def test_the_head_hears_only_the_ranks_addresses(tmp_path: Path):
     finish(worker), finish(head)
 
 
+# --- timer-bound tests, side by side --------------------------------------------------------------------------
+
+SCENARIOS: dict[str, Callable[[Path], None]] = {}
+
+
+def side_by_side(scenario: Callable[[Path], None]) -> Callable[..., None]:
+    """A test that waits on the watch's real clocks (looks, probe deadlines, the busy window): the module's tests
+    of this kind run side by side, each in a thread of its own from the first one's start, so the module waits for
+    the slowest of them rather than their sum. Each still passes or fails as its own test."""
+    SCENARIOS[scenario.__name__] = scenario
+
+    def test(side_by_side_runs: "Runs") -> None:
+        side_by_side_runs.outcome(scenario.__name__)
+
+    test.__name__, test.__doc__ = scenario.__name__, scenario.__doc__
+    return test
+
+
+class Runs:
+    """The selected side-by-side scenarios, started at once, each with its own folder and its own processes."""
+
+    def __init__(self, names: list[str], root: Path) -> None:
+        self.errors: dict[str, BaseException] = {}
+        self.started: list[subprocess.Popen] = []
+        self.threads = {name: threading.Thread(target=self._run, args=(name, root / name), daemon=True)
+                        for name in names}
+        for thread in self.threads.values():
+            thread.start()
+
+    def _run(self, name: str, folder: Path) -> None:
+        SIDE_BY_SIDE.started = self.started
+        folder.mkdir()
+        try:
+            SCENARIOS[name](folder)
+        except BaseException as err:  # an assertion, a timeout: its own test reports it
+            self.errors[name] = err
+
+    def outcome(self, name: str) -> None:
+        self.threads[name].join(300)
+        assert not self.threads[name].is_alive(), f"{name} still runs after 300 s"
+        if name in self.errors:
+            raise self.errors[name]
+
+    def stop(self) -> None:
+        for proc in self.started:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def side_by_side_runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
+    selected = [item.name for item in request.session.items if item.name in SCENARIOS]
+    runs = Runs(selected, tmp_path_factory.mktemp("side-by-side"))
+    yield runs
+    runs.stop()
+
+
 # --- a wedged engine: alive, answering /health, producing nothing -----------------------------------------------
 
 ENGINE_HTTP = """
@@ -382,7 +442,8 @@ http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[2])), H).serve_foreve
 """
 
 
-def test_a_wedged_engine_ends_the_group_with_its_own_cause(tmp_path: Path):
+@side_by_side
+def test_a_wedged_engine_ends_the_group_with_its_own_cause(tmp_path: Path) -> None:
     """/health stays 200 and /metrics stays flat: the one-token probe finds the wedge, twice, and the head's watch
     ends the group with the cause `wedged` (it waits while the engine answers)."""
     port, http_port = free_port(), free_port()
@@ -402,7 +463,41 @@ def test_a_wedged_engine_ends_the_group_with_its_own_cause(tmp_path: Path):
     assert took < 2 + 2 * 2 + 6, took  # a look every 2 s, two probes of 2 s, and the engine's stop
 
 
-def test_an_engine_that_refuses_the_probe_is_not_judged(tmp_path: Path):
+@side_by_side
+def test_a_loopback_that_answers_nothing_does_not_leave_the_engine_unwatched(tmp_path: Path) -> None:
+    """Seen once in the lab after a restart: the engine served on the node's fabric address while its loopback port
+    took connections and never answered. The watch asks the fabric address too until /health first answers, says
+    so, and watches the engine there: its freeze is still found."""
+    port, http_port = free_port(), free_port()
+    holder = socket.socket()  # 127.0.0.1:http_port takes connections (a backlog) and never answers
+    holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    holder.bind(("127.0.0.1", http_port))
+    holder.listen(16)
+    flag = tmp_path / "frozen"
+    served = ENGINE_HTTP.replace('(("127.0.0.1", int(sys.argv[2])), H)', '(("127.0.0.2", int(sys.argv[2])), H)')
+    engine = f"import sys; sys.argv = ['e', {str(flag)!r}, '{http_port}']; exec({served!r})"
+    extra = ("--health", f"http://127.0.0.1:{http_port}/health", "--model", "tiny", "--wedge", "2",
+             "--peers", "127.0.0.2")
+    with holder:
+        head = start(tmp_path, 0, port, engine, ranks=1, extra=extra)
+        time.sleep(groupwatch.HEALTH_TIMEOUT + 4)  # one loopback miss, then the fabric address answers
+        assert head.poll() is None, head.stderr.read() if head.stderr else ""
+        flag.write_text("")
+        status, _, err = finish(head, timeout=60)
+    assert status == 1, err
+    assert f"the engine answers http://127.0.0.2:{http_port}/health and not http://127.0.0.1:{http_port}" in err, err
+    assert state(tmp_path, 0)["restarts"][-1]["cause"] == "wedged"
+
+
+def test_fabric_url_swaps_only_a_loopback_host():
+    assert groupwatch.fabric_url("http://127.0.0.1:8000/health", "10.0.0.1") == "http://10.0.0.1:8000/health"
+    assert groupwatch.fabric_url("https://[::1]:8443/health", "fd00::1") == "https://[fd00::1]:8443/health"
+    assert groupwatch.fabric_url("http://10.0.0.9:8000/health", "10.0.0.1") == ""  # the engine's own --host
+    assert groupwatch.fabric_url("http://127.0.0.1:8000/health", "") == ""  # a group of one without peers
+
+
+@side_by_side
+def test_an_engine_that_refuses_the_probe_is_not_judged(tmp_path: Path) -> None:
     """A 4xx to the probe (a wrong served name, a key it does not have) says nothing of a wedge: no restart loop
     of a healthy engine; the watch says wedge detection is off."""
     port, http_port = free_port(), free_port()
@@ -499,7 +594,8 @@ BUSY_ENGINE = ENGINE_HTTP.replace(
     "while os.path.exists(FLAG)", "while True")
 
 
-def test_a_busy_engine_gets_no_probe_and_no_restart(tmp_path: Path):
+@side_by_side
+def test_a_busy_engine_gets_no_probe_and_no_restart(tmp_path: Path) -> None:
     """Tokens counted between two looks: the engine works, whatever a new request would wait (here forever)."""
     assert BUSY_ENGINE != ENGINE_HTTP and "time.time()" in BUSY_ENGINE
     port, http_port = free_port(), free_port()
@@ -512,7 +608,8 @@ def test_a_busy_engine_gets_no_probe_and_no_restart(tmp_path: Path):
     assert finish(head)[0] == 143
 
 
-def test_requests_in_hand_give_the_engine_the_busy_window(tmp_path: Path):
+@side_by_side
+def test_requests_in_hand_give_the_engine_the_busy_window(tmp_path: Path) -> None:
     """Counters standing still while a request runs (a long prefill counts only when it ends): no probe within
     the busy window, so a slow healthy engine is not restarted."""
     port, http_port = free_port(), free_port()

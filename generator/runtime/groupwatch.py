@@ -43,6 +43,7 @@ import sys
 import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from typing import Any, Deque, Dict, List, Optional, Tuple
 
@@ -50,6 +51,7 @@ PING, SILENT = 2.0, 20.0  # seconds between pings; a peer silent for SILENT seco
 GATHER = 600.0  # how long a rank waits for its group before the wait itself counts as a failed start
 HALT_TELL = 60.0  # how long a halted head stays to tell the ranks that come why
 HEALTH_EVERY, HEALTH_TIMEOUT, HEALTH_FAILS = 5.0, 10.0, 3  # /health: asked this often, lost after 3 misses in a row
+NOT_YET_EVERY = 300.0  # while /health has never answered, the watch says so this often (with the error)
 WEDGE_EVERY = 10.0  # seconds between looks at the engine's token counters (a probe when they stand still)
 MEMORY_WAIT, MEMORY_SLACK = 120.0, 0.05  # after a failed boot: wait this long at most for memory to come back
 MEMORY_PLATEAU = 20.0  # ... and no longer than this once it stops rising (another workload may hold the rest)
@@ -483,14 +485,14 @@ class Watch:
     def serve(self) -> int:
         assert self.engine is not None
         listener, last_ping = self.listener, 0.0
-        health = Health(self.opts.health) if self.opts.health else None
+        health = Health(self.opts.health, self.opts.address) if self.opts.health else None
         wedge = Wedge(self.opts, self.engine.proc.args) if health is not None and self.opts.wedge > 0 else None
         while True:
             if health is not None and health.answered and not self.served:
                 self.served = self.state.data["served_once"] = True
                 self.state.save()
                 if wedge is not None:
-                    wedge.start()
+                    wedge.start(health.base())
             if self.stopping:
                 return self.fail("%s stopped (SIGTERM: docker stop, or its node shutting down)" % self.opts.me, 143,
                                  cause="node-stopped")
@@ -601,24 +603,56 @@ def opener() -> Any:
 
 
 class Health:
-    """The head's /health, asked on a thread: lost after HEALTH_FAILS misses in a row once it has answered."""
+    """The head's /health, asked on a thread: lost after HEALTH_FAILS misses in a row once it has answered.
 
-    def __init__(self, url: str) -> None:
+    Until it first answers, when the URL names the loopback (the engine listens on every address) and the node's
+    fabric address is known, that address is asked too whenever the loopback gets no answer, and the one that
+    answers is the one watched: clients reach the engine there, and a loopback port that answers nothing (seen once
+    in the lab after a restart: the fabric address served, 127.0.0.1 never did, cause not found) must not leave a
+    group unwatched."""
+
+    def __init__(self, url: str, fabric: str = "") -> None:
         self.url, self.answered, self.misses, self.error = url, False, 0, ""
+        self.urls = [u for u in (url, fabric_url(url, fabric)) if u]
+        self.told = time.monotonic()  # when the watch last said that /health has not answered yet
         threading.Thread(target=self._ask, daemon=True).start()
 
     def _ask(self) -> None:
         ask = opener()
         while True:
-            try:
-                ask.open(self.url, timeout=HEALTH_TIMEOUT).close()
-                self.answered, self.misses = True, 0
-            except Exception as err:  # refused, HTTP 5xx, timeout: a miss
-                self.misses, self.error = self.misses + 1, str(err)[:200]
+            errors = []
+            for url in (self.urls if not self.answered else [self.url]):
+                try:
+                    ask.open(url, timeout=HEALTH_TIMEOUT).close()
+                except Exception as err:  # refused, HTTP 5xx, timeout: a miss here
+                    errors.append("%s: %s" % (url, str(err)[:200]))
+                    continue
+                if errors:  # the fabric address answers where the loopback does not: say so
+                    say("the engine answers %s and not %s; watched there" % (url, "; ".join(errors)))
+                self.url, self.answered, self.misses = url, True, 0
+                break
+            else:
+                self.misses, self.error = self.misses + 1, "; ".join(errors)[:400]
+                if not self.answered and time.monotonic() - self.told >= NOT_YET_EVERY:  # a long load, or worse
+                    self.told = time.monotonic()
+                    say("the engine has not answered /health yet (%s)" % self.error)
             time.sleep(HEALTH_EVERY)
 
     def lost(self) -> bool:
         return self.answered and self.misses >= HEALTH_FAILS
+
+    def base(self) -> str:
+        """The engine's API root where /health last answered."""
+        return self.url.rsplit("/health", 1)[0]
+
+
+def fabric_url(url: str, address: str) -> str:
+    """url with its loopback host replaced by the node's fabric address; "" when it names another host."""
+    parts = urllib.parse.urlsplit(url)
+    if not address or parts.hostname not in ("127.0.0.1", "::1"):
+        return ""
+    host = "[%s]" % address if ":" in address else address
+    return urllib.parse.urlunsplit(parts._replace(netloc="%s:%d" % (host, parts.port) if parts.port else host))
 
 
 # The engines' counters of work done, and their gauges of work in hand (vLLM's; SGLang's with --enable-metrics).
@@ -640,15 +674,16 @@ class Wedge:
     engine that refuses the probe (4xx: a key it wants, a name it does not serve) is not judged."""
 
     def __init__(self, opts: Options, command: Any) -> None:
-        base = opts.health.rsplit("/health", 1)[0]
-        self.metrics, self.completions, self.deadline = base + "/metrics", base + "/v1/completions", opts.wedge
+        self.metrics, self.completions, self.deadline = "", "", opts.wedge
         self.model, self.key = opts.model, api_key(list(command) if isinstance(command, list) else [])
         self.busy_window = max(BUSY_WINDOW, 15 * opts.wedge)
         self.wedged = ""
         self.last: Optional[float] = None
         self.ask = opener()
 
-    def start(self) -> None:
+    def start(self, base: str) -> None:
+        """Watch the engine whose API root is base (where its /health answered)."""
+        self.metrics, self.completions = base + "/metrics", base + "/v1/completions"
         threading.Thread(target=self._watch, daemon=True).start()
 
     def _watch(self) -> None:
