@@ -241,11 +241,11 @@ def test_wait_gone_waits_for_the_last_container_but_not_for_a_dead_node(deployme
 
     looks = {"spark1": 0, "spark2": 0}
 
-    def leftovers(target: Target, label: str) -> list[str]:
+    def leftovers(target: Target, label: str, lasting: object = None) -> tuple[list[str], bool]:
         looks[target.name] += 1
         if target.name == "spark2":
             raise failure("unreachable")
-        return ["pair_spark1.1.abc"] if looks["spark1"] < 3 else []  # the task container goes on the third look
+        return (["pair_spark1.1.abc"], True) if looks["spark1"] < 3 else ([], False)  # gone on the third look
 
     monkeypatch.setattr(base, "leftovers", leftovers)
     monkeypatch.setattr(base, "GONE_POLL", 0.01)
@@ -254,8 +254,34 @@ def test_wait_gone_waits_for_the_last_container_but_not_for_a_dead_node(deployme
     assert time.monotonic() - started < 5
     assert looks == {"spark1": 3, "spark2": 1}
     assert list(left) == ["spark2"] and left["spark2"][0].startswith("(no answer: Cannot connect to the Docker daemon")
-    monkeypatch.setattr(base, "leftovers", lambda target, label: ["stuck"])
+    monkeypatch.setattr(base, "leftovers", lambda target, label, lasting=None: (["stuck"], True))
     assert base.wait_gone(deployment, deployment.targets[:1], timeout=0.05) == {"spark1": ["stuck"]}
+
+
+def test_compose_down_names_a_swarm_task_at_once_instead_of_waiting_for_it(deployment: CompiledDeployment,
+                                                                          monkeypatch: pytest.MonkeyPatch):
+    """The recipe deployed with --swarm too: its task carries the recipe's label, and `compose down` cannot remove
+    it. Compose's wait names it with the command that stops it, at once (it waited the whole bound, 66 s in the
+    lab), and still waits for a Compose container that is going."""
+    from generator.deploy.backends import base
+    from generator.deploy.backends.compose import ComposeBackend
+    from generator.deploy.docker import Docker
+
+    looks = {"n": 0}
+    task = {"Names": "pair_spark1.1.x", "Labels": "com.docker.swarm.task.id=x,recipegen.recipe=pair"}
+
+    def containers(self: Docker, label: str, timeout: float = 0) -> list[dict]:
+        looks["n"] += 1
+        going = [{"Names": "pair-engine-1", "Labels": "com.docker.compose.project=pair"}] if looks["n"] < 4 else []
+        return [task, *going]
+
+    monkeypatch.setattr(Docker, "containers", containers)
+    monkeypatch.setattr(base, "GONE_POLL", 0.01)
+    started = time.monotonic()
+    left = ComposeBackend().wait_gone(deployment, deployment.targets[:1], timeout=60)
+    assert time.monotonic() - started < 5 and looks["n"] == 4  # the Compose container was waited for, not the task
+    assert left == {"spark1": [f"pair_spark1.1.x (a Swarm task: `recipegen down --swarm {deployment.project}` "
+                               "stops it)"]}
 
 
 def test_swarm_cleanup_knows_each_service_that_ran_before(deployment: CompiledDeployment,

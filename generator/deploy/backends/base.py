@@ -6,9 +6,9 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Protocol
+from typing import Callable, Protocol
 
-from generator.deploy.docker import node_reason, reason
+from generator.deploy.docker import JSONObject, node_reason, reason
 from generator.deploy.findings import Finding
 from generator.deploy.group import GroupRecord
 from generator.deploy.targets import CompiledDeployment, Deployment, Target, each
@@ -133,23 +133,32 @@ def container_logs(dep: Deployment, nodes: tuple[Target, ...], follow: bool, tai
     return commands
 
 
-def leftovers(target: Target, label: str) -> list[str]:
-    """Names of the recipe's containers on one node, running or not."""
-    return [str(row.get("Names", row.get("ID", "?"))) for row in target.docker.containers(label, timeout=15)]
+def leftovers(target: Target, label: str, lasting: Callable[[JSONObject], str] | None = None
+              ) -> tuple[list[str], bool]:
+    """Names of the recipe's containers on one node, running or not, and whether waiting may see them go: a
+    container `lasting` names (with why it stays) will not, and is named with its reason."""
+    names, waitable = [], False
+    for row in target.docker.containers(label, timeout=15):
+        name, why = str(row.get("Names", row.get("ID", "?"))), lasting(row) if lasting is not None else ""
+        names.append(f"{name} ({why})" if why else name)
+        waitable = waitable or not why
+    return names, waitable
 
 
-def wait_gone(dep: Deployment, nodes: tuple[Target, ...], timeout: float) -> dict[str, list[str]]:
+def wait_gone(dep: Deployment, nodes: tuple[Target, ...], timeout: float,
+              lasting: Callable[[JSONObject], str] | None = None) -> dict[str, list[str]]:
     """Poll every node (at once) until none has a container of the recipe, at most `timeout` seconds. A node that
-    stops answering is reported at once: nobody can say its containers are gone, and waiting will not tell."""
+    stops answering is reported at once: nobody can say its containers are gone, and waiting will not tell. Nor is
+    a node waited for whose every container left is one this stop cannot remove (`lasting` says why)."""
     deadline = time.monotonic() + timeout
     left: dict[str, list[str]] = {}
     pending = list(nodes)
     while pending:
-        found = each(pending, lambda t: leftovers(t, dep.label))
+        found = each(pending, lambda t: leftovers(t, dep.label, lasting))
         for target in pending:
             result = found[target.name]
-            left[target.name] = [f"(no answer: {reason(result)})"] if isinstance(result, Exception) else result
-        pending = [t for t in pending if left[t.name] and not isinstance(found[t.name], Exception)]
+            left[target.name] = [f"(no answer: {reason(result)})"] if isinstance(result, Exception) else result[0]
+        pending = [t for t in pending if not isinstance(result := found[t.name], Exception) and result[1]]
         if not pending or time.monotonic() >= deadline:
             break
         time.sleep(GONE_POLL)

@@ -100,7 +100,9 @@ class ComposeBackend:
         return _outcomes(dep.targets, each(dep.targets, down))
 
     def wait_gone(self, dep: Deployment, nodes: tuple[Target, ...], timeout: float) -> dict[str, list[str]]:
-        return wait_gone(dep, nodes, timeout)
+        """A task of the recipe's Swarm stack carries its label too and does not go with `compose down`: it is
+        named at once, with the command that stops it, rather than waited for until the bound."""
+        return wait_gone(dep, nodes, timeout, lambda row: _swarm_task(row, dep.project))
 
     def existing(self, dep: Deployment) -> Before:
         found = each(dep.targets, lambda t: frozenset(str(r.get("ID")) for r in t.docker.containers(dep.label)))
@@ -126,6 +128,12 @@ class ComposeBackend:
         results = each(dep.targets, remove)
         return [r if isinstance(r := results[t.name], Removal) else Removal(t.name, error=reason(r))
                 for t in dep.targets]
+
+
+def _swarm_task(row: JSONObject, project: str) -> str:
+    """Why a container stays after `compose down`: it is a Swarm task (`docker ps` lists labels as k=v,...)."""
+    labels = str(row.get("Labels", ""))
+    return f"a Swarm task: `recipegen down --swarm {project}` stops it" if "com.docker.swarm.task.id=" in labels else ""
 
 
 def _names(rows: list[JSONObject]) -> tuple[str, ...]:
