@@ -52,7 +52,8 @@ GATHER = 600.0  # how long a rank waits for its group before the wait itself cou
 HALT_TELL = 60.0  # how long a halted head stays to tell the ranks that come why
 HEALTH_EVERY, HEALTH_TIMEOUT, HEALTH_FAILS = 5.0, 10.0, 3  # /health: asked this often, lost after 3 misses in a row
 NOT_YET_EVERY = 300.0  # while /health has never answered, the watch says so this often (with the error)
-WEDGE_EVERY = 10.0  # seconds between looks at the engine's token counters (a probe when they stand still)
+WEDGE_EVERY = 5.0  # seconds between looks at the engine's token counters (a probe when they stand still): with
+# the look that still sees the last tokens before a freeze, a wedge is decided within 2 x 5 s + 2 x `--wedge`
 MEMORY_WAIT, MEMORY_SLACK = 120.0, 0.05  # after a failed boot: wait this long at most for memory to come back
 MEMORY_PLATEAU = 20.0  # ... and no longer than this once it stops rising (another workload may hold the rest)
 HELLO_WAIT, PENDING_MAX, LINE_MAX = 5.0, 32, 4096  # a newcomer's hello: its time, how many wait, its bytes
@@ -114,9 +115,9 @@ class State:
         os.replace(self.path + ".new", self.path)  # whole or not at all, even under kill -9
 
     def restart(self, reason: str, rank: int, node: str, line: str, served: bool, opts: Options,
-                cause: str = "exited") -> None:
-        entry = {"time": time.time(), "reason": reason, "rank": rank, "node": node, "line": line, "served": served,
-                 "cause": cause}
+                cause: str = "exited", at: Optional[float] = None) -> None:
+        entry = {"time": at if at is not None else time.time(), "reason": reason, "rank": rank, "node": node,
+                 "line": line, "served": served, "cause": cause}
         self.data["restarts"], self.data["bound"] = (self.data["restarts"] + [entry])[-100:], [opts.limit, opts.window]
         self.save()
 
@@ -569,7 +570,9 @@ class Watch:
 
     def fail(self, reason: str, status: int, line: str = "", origin: Optional[Peer] = None,
              cause: str = "exited") -> int:
-        """Tell the group why, stop the engine, record the restart, and exit with status."""
+        """Tell the group why, stop the engine, record the restart, and exit with status. The record's time is the
+        decision's, before the engine's stop grace: what ps and the detection figures mean by when it failed."""
+        decided = time.time()
         rank, node = (origin.rank, origin.node) if origin else (self.opts.rank, self.opts.node)
         for peer in self.peers:
             if peer is not origin:
@@ -578,7 +581,7 @@ class Watch:
             self.engine.stop(self.opts.grace)
         self.state.data["running"] = False
         self.state.data.pop("served_once", None)
-        self.state.restart(reason, rank, node, line, self.served, self.opts, cause)
+        self.state.restart(reason, rank, node, line, self.served, self.opts, cause, decided)
         say("group restart (%s): %s%s" % (cause, reason, (": " + line) if line else ""))
         return status
 
