@@ -37,11 +37,15 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "lab: needs the real multi-node Docker lab (root, dockerd)")
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own, which reads the group
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark every test that uses a lab fixture `lab`, so `-m "not lab"` deselects them."""
+    """Mark every test that uses a lab fixture `lab`, so `-m "not lab"` deselects them, and put them in one
+    xdist group: one Lab serves the session, so its tests run one after another in one worker, in file order,
+    while the other worker runs the rest."""
     for item in items:
         if LAB_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.lab)
+            item.add_marker(pytest.mark.xdist_group("lab"))
 
 
 def _require_lab() -> None:
@@ -129,7 +133,7 @@ def prepare_vllm(lab: Lab) -> Lab:
     lab.provide_vllm_image(lab.nodes[:2])
     for node in lab.nodes[:2]:
         tinymodel.put_in_cache(node.hf_cache)
-    if not made:  # its cost, once (shown with -s)
+    if not made:  # its cost, once (shown with -n 0 -s)
         t = lab.timings
         print(f"\nlab {lab.tag} real-vLLM image: layer {t['vllm layer']:.1f}s, image {t['vllm image']:.1f}s, "
               f"loaded on 2 nodes in {t['vllm image load']:.1f}s")
@@ -146,14 +150,14 @@ def ray_lab(clean_lab: Lab) -> Lab:
     _require("Ray", rayimage.unavailable_reason())
     made = "ray image" in clean_lab.timings
     clean_lab.provide_ray_image()
-    if not made:  # its cost, once (shown with -s)
+    if not made:  # its cost, once (shown with -n 0 -s)
         print(f"\nlab {clean_lab.tag} Ray image: made in {clean_lab.timings['ray image']:.1f}s, loaded on "
               f"{len(clean_lab.nodes)} nodes in {clean_lab.timings['ray image load']:.1f}s")
     return clean_lab
 
 
 def _report(lab: Lab, what: str) -> None:
-    """Print how long the lab took (shown with -s), to keep an eye on its cost."""
+    """Print how long the lab took (shown with -n 0 -s), to keep an eye on its cost."""
     steps = {k: v for k, v in lab.timings.items() if (k == "teardown") == (what == "teardown")}
     detail = ", ".join(f"{k} {v:.1f}s" for k, v in steps.items())
     print(f"\nlab {lab.tag} ({len(lab.nodes)} nodes) {what}: {detail}")
