@@ -95,6 +95,10 @@ def main() -> None:
             tinymodel.put_in_cache(node.hf_cache)
         root = Path(tmp)
         shutil.copytree(ROOT / "examples" / "cpu" / "recipes", root / "recipes")
+        # Seven faults in a row: the default bound (5 restarts in 30 minutes) would stop the group at the fifth.
+        tp2 = root / "recipes" / "tiny-llama-tp2" / "recipe.toml"
+        tp2.write_text(tp2.read_text("utf-8").replace('distributed_backend = "mp"\n',
+                                                      'distributed_backend = "mp"\nrestart_limit = 10\n', 1), "utf-8")
         lab.write_cluster(root / "cluster.toml", lab.nodes[:2], gpu="none", node_env=BIND)
         recipegen(lab, root, "build")
         for recipe in args.recipes.split(","):
@@ -135,6 +139,22 @@ def container(lab: Lab, which: int, recipe: str) -> str:
     return lab.docker(lab.nodes[which], "ps", "-q", "--filter", f"label=dev.recipegen.recipe={recipe}").stdout.split()[0]
 
 
+def watched(lab: Lab, recipe: str, timeout: float = 30) -> None:
+    """Wait until the head's watch has seen this boot answer /health (its record says the group served): the next
+    fault then hits a watched group, not a boot (a freeze before the watch's first answer waits for the boot bound,
+    health_start_period)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        record = lab.docker(lab.nodes[0], "exec", container(lab, 0, recipe), "cat", "/tmp/.recipegen-group.json",
+                            check=False)
+        try:
+            if record.returncode == 0 and json.loads(record.stdout).get("served_once") is True:
+                return
+        except ValueError:
+            pass
+        time.sleep(0.5)
+
+
 def last_restart(lab: Lab, recipe: str) -> dict:
     """The head's group record's last restart (docker cp of the watch's file, as `ps` reads it)."""
     tar = subprocess.run(["docker", "--context", lab.nodes[0].context, "cp",
@@ -158,11 +178,13 @@ def tree(pid: int) -> list[int]:
 
 
 def heal(lab: Lab, recipe: str, fresh: float) -> None:
+    watched(lab, recipe)
     before = available()
     _, engine = lab.pids(lab.nodes[1], container(lab, 1, recipe))
     start = time.monotonic()
     os.kill(engine, signal.SIGKILL)
     took = serving_after(lab, start)
+    watched(lab, recipe)
     print(f"  worker engine killed -9: serving again after {took:.1f}s ({took / fresh:.2f}x a fresh up); "
           f"host memory {(available() - before) / 2**20:+.0f} MiB")
     for which in (1, 0):
@@ -171,6 +193,7 @@ def heal(lab: Lab, recipe: str, fresh: float) -> None:
         lab.stop_dockerd(node)
         lab.start_dockerd(node)
         took = serving_after(lab, start)
+        watched(lab, recipe)
         print(f"  {'worker' if which else 'head'} node rebooted: serving again after {took:.1f}s "
               f"({took / fresh:.2f}x a fresh up); host memory {(available() - before) / 2**20:+.0f} MiB")
     for what, which, core_only in (("worker engine frozen", 1, False), ("head engine core frozen", 0, True),
@@ -187,6 +210,7 @@ def heal(lab: Lab, recipe: str, fresh: float) -> None:
                 os.kill(pid, signal.SIGCONT)
             except ProcessLookupError:
                 pass
+        watched(lab, recipe)
         record = last_restart(lab, recipe)
         detected = record.get("time", wall) - wall
         print(f"  {what}: {record.get('cause')} detected after {detected:.1f}s, serving again after {took:.1f}s "

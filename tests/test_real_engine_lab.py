@@ -338,15 +338,31 @@ def engine_pid(lab: Lab, node, recipe: str) -> tuple[int, int]:
 
 
 def serves_again(lab: Lab, since: float, timeout: float = 420) -> float:
-    """Seconds from `since` until the head answers a chat completion again (the probe `up` ends with)."""
+    """Seconds from `since` until the head answers a chat completion again (the probe `up` ends with); then, before
+    the next fault, until the head's watch has seen /health answer too (its record says the group served): a fault
+    a second after the first answer would otherwise hit a boot, which the boot bound ends, not a watched group."""
     from generator.deploy.probe import probe
 
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if probe(f"http://{lab.nodes[0].address}:8000", SERVED, timeout=30).ok:
-            return time.monotonic() - since
+            took = time.monotonic() - since
+            wait_until("the head's watch to see /health answer", lambda: watching(lab), timeout=30)
+            return took
         time.sleep(2)
     raise AssertionError(f"the recipe did not serve again within {timeout:.0f}s")
+
+
+def watching(lab: Lab) -> bool:
+    """The head's group record (what `ps` reads) says its watch has seen this boot serve."""
+    from generator.plan.types import GROUP_STATE
+
+    head = containers(lab, lab.nodes[0], "tiny-llama-tp2")[0]["ID"]
+    record = lab.docker(lab.nodes[0], "exec", head, "cat", GROUP_STATE, check=False)
+    try:
+        return record.returncode == 0 and json.loads(record.stdout).get("served_once") is True
+    except ValueError:  # read while the watch replaced it
+        return False
 
 
 def wait_until(what: str, check, timeout: float = 120) -> None:

@@ -135,7 +135,8 @@ def _group(recipe: Recipe, cluster: Cluster, chosen: tuple[Node, ...], container
                       grace_s=max(1, duration_seconds(cluster.stop_grace_period) - 1),
                       health=health.url if health is not None else "", group=f"{recipe.id}:{digest}",
                       peers=tuple(n.address for n in chosen), model=served_model_name(recipe),
-                      wedge_s=duration_seconds(container.wedge_timeout, 0))
+                      wedge_s=duration_seconds(container.wedge_timeout, 0),
+                      boot_s=duration_seconds(container.health_start_period, 0))
 
 
 def container_options(recipe: Recipe, cluster: Cluster) -> ContainerOptions:

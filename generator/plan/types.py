@@ -142,6 +142,7 @@ class GroupWatch:
     peers: tuple[str, ...] = ()  # every rank's fabric address, in rank order: the head hears only these
     model: str = ""  # the served name the head's wedge probe asks for
     wedge_s: int = 0  # the wedge probe's deadline (the head only); 0: no probe
+    boot_s: int = 0  # /health must first answer within this (the head only; health_start_period); 0: no bound
 
     @property
     def source(self) -> str:
@@ -155,6 +156,7 @@ class GroupWatch:
                  "--window", str(self.window_s), "--grace", str(self.grace_s), "--state", GROUP_STATE,
                  "--group", self.group, "--peers", ",".join(self.peers),
                  *(("--health", self.health) if self.health else ()),
+                 *(("--boot", str(self.boot_s)) if self.health and self.boot_s else ()),
                  *(("--model", self.model, "--wedge", str(self.wedge_s)) if self.health and self.wedge_s else ()),
                  "--"]
         return tuple(Arg(w, COMPILER) for w in words)

@@ -45,13 +45,15 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from typing import Any, Deque, Dict, List, Optional, Tuple
+from typing import Any, Deque, Dict, List, Optional, Set, Tuple
 
 PING, SILENT = 2.0, 20.0  # seconds between pings; a peer silent for SILENT seconds is lost
 GATHER = 600.0  # how long a rank waits for its group before the wait itself counts as a failed start
 HALT_TELL = 60.0  # how long a halted head stays to tell the ranks that come why
 HEALTH_EVERY, HEALTH_TIMEOUT, HEALTH_FAILS = 5.0, 10.0, 3  # /health: asked this often, lost after 3 misses in a row
 NOT_YET_EVERY = 300.0  # while /health has never answered, the watch says so this often (with the error)
+BOOT_EVERY, BOOT_TIMEOUT = 1.0, 2.0  # /health until it first answers: asked every second (a loading engine refuses
+# at once, which costs nothing), so that the watch sees a ready engine within a second, not up to 5 s later
 WEDGE_EVERY = 5.0  # seconds between looks at the engine's token counters (a probe when they stand still): with
 # the look that still sees the last tokens before a freeze, a wedge is decided within 2 x 5 s + 2 x `--wedge`
 MEMORY_WAIT, MEMORY_SLACK = 120.0, 0.05  # after a failed boot: wait this long at most for memory to come back
@@ -83,6 +85,7 @@ class Options:
         self.peers = [a for a in pairs.get("--peers", "").split(",") if a]  # every rank's address, rank order
         self.address = self.peers[self.rank] if len(self.peers) > self.rank else ""
         self.model, self.wedge = pairs.get("--model", ""), float(pairs.get("--wedge", "0"))
+        self.boot = float(pairs.get("--boot", "0"))  # /health must first answer within this (0: no bound)
         self.key = os.environ.pop(KEY_ENV, "").encode()  # the engine does not inherit it
         self.me = "rank %d (%s)" % (self.rank, self.node)
 
@@ -473,14 +476,18 @@ class Watch:
         return rank
 
     def tell_halt(self, reason: str) -> int:
-        """A halted head answers each rank that comes within HALT_TELL seconds with why, then exits 0."""
+        """A halted head answers each rank that comes within HALT_TELL seconds with why, then exits 0: at once
+        when every rank has been told (a told rank exits 0 and is not restarted, so no one else is coming)."""
         if self.opts.ranks > 1:  # the port not to be had: the workers stop at their own bound instead
             self.listener = self.listen(time.monotonic() + HALT_TELL)
         deadline = time.monotonic() + HALT_TELL
-        while self.listener is not None and time.monotonic() < deadline and not self.stopping:
+        told = set()  # type: Set[int]
+        while self.listener is not None and time.monotonic() < deadline and not self.stopping \
+                and len(told) < self.opts.ranks - 1:
             peer = self.hear_newcomers(1.0)
             if peer is not None:
                 peer.send(halt=reason, mac=self.opts.mac("halt", peer.nonce, reason))
+                told.add(peer.rank)
         return 0
 
     def serve(self) -> int:
@@ -504,6 +511,10 @@ class Watch:
                                      str(cause[1].get("cause", "exited")))
                 return self.fail("%s: the engine exited with status %s" % (self.opts.me, self.engine.status), 1,
                                  self.engine.last_line())
+            if health is not None and health.never(self.opts.boot):
+                return self.fail("%s: the engine has not answered /health within %gs of its start "
+                                 "(health_start_period): %s" % (self.opts.me, self.opts.boot, health.error), 1,
+                                 self.engine.last_line(), cause="health-lost")
             if health is not None and health.lost():
                 return self.fail("%s: the engine stopped answering %s (%s)" % (self.opts.me, health.url, health.error),
                                  1, self.engine.last_line(), cause="health-lost")
@@ -606,27 +617,29 @@ def opener() -> Any:
 
 
 class Health:
-    """The head's /health, asked on a thread: lost after HEALTH_FAILS misses in a row once it has answered.
+    """The head's /health, asked on a thread: lost after HEALTH_FAILS misses in a row once it has answered; and
+    "never" when it has not answered within the boot bound (the recipe's health_start_period) of the engine's start.
 
-    Until it first answers, when the URL names the loopback (the engine listens on every address) and the node's
+    Until it first answers, it is asked every BOOT_EVERY seconds with a BOOT_TIMEOUT. An engine that froze before
+    the watch saw its first answer (the lab froze one a second after it answered a client, while the watch asked
+    every 5 s) was never watched for a wedge: it is now seen within a second, and one that never answers ends the
+    group at the boot bound. When the URL names the loopback (the engine listens on every address) and the node's
     fabric address is known, that address is asked too whenever the loopback gets no answer, and the one that
-    answers is the one watched: clients reach the engine there, and a loopback port that answers nothing (seen once
-    in the lab after a restart: the fabric address served, 127.0.0.1 never did, cause not found) must not leave a
-    group unwatched."""
+    answers is the one watched."""
 
     def __init__(self, url: str, fabric: str = "") -> None:
         self.url, self.answered, self.misses, self.error = url, False, 0, ""
         self.urls = [u for u in (url, fabric_url(url, fabric)) if u]
-        self.told = time.monotonic()  # when the watch last said that /health has not answered yet
+        self.started = self.told = time.monotonic()  # told: when the watch last said /health has not answered yet
         threading.Thread(target=self._ask, daemon=True).start()
 
     def _ask(self) -> None:
         ask = opener()
         while True:
-            errors = []
-            for url in (self.urls if not self.answered else [self.url]):
+            errors, booting = [], not self.answered
+            for url in (self.urls if booting else [self.url]):
                 try:
-                    ask.open(url, timeout=HEALTH_TIMEOUT).close()
+                    ask.open(url, timeout=BOOT_TIMEOUT if booting else HEALTH_TIMEOUT).close()
                 except Exception as err:  # refused, HTTP 5xx, timeout: a miss here
                     errors.append("%s: %s" % (url, str(err)[:200]))
                     continue
@@ -639,10 +652,15 @@ class Health:
                 if not self.answered and time.monotonic() - self.told >= NOT_YET_EVERY:  # a long load, or worse
                     self.told = time.monotonic()
                     say("the engine has not answered /health yet (%s)" % self.error)
-            time.sleep(HEALTH_EVERY)
+            time.sleep(BOOT_EVERY if not self.answered else HEALTH_EVERY)
 
     def lost(self) -> bool:
         return self.answered and self.misses >= HEALTH_FAILS
+
+    def never(self, bound: float) -> bool:
+        """No answer yet, `bound` seconds after the engine started (a boot hung at NCCL's init, or a freeze before
+        the first answer): a failed boot, which the restart bound counts."""
+        return bound > 0 and not self.answered and time.monotonic() - self.started >= bound
 
     def base(self) -> str:
         """The engine's API root where /health last answered."""
