@@ -32,6 +32,9 @@ def screen_of(command: list[str], cwd: Path, env: dict[str, str], until: str, ti
     session = f"recipegen-top-{os.getpid()}-{time.monotonic_ns()}"
     base = [tmux(), "-L", session]
     line = f"cd {shlex.quote(str(cwd))} && exec {shlex.join(command)}"
+    # The pane's size is the terminal's: a COLUMNS or LINES in the environment (an xdist worker has COLUMNS=80)
+    # would override it for rich, as it does for any program that reads them.
+    env = {k: v for k, v in env.items() if k not in ("COLUMNS", "LINES")}
     subprocess.run([*base, "new-session", "-d", "-s", session, "-x", "200", "-y", "40", line], env=env, check=True)
     screen = ""
     try:

@@ -89,7 +89,9 @@ def lab_factory() -> Iterator[Callable[[int], Lab]]:
 def _sigterm_as_interrupt() -> Iterator[None]:
     """Turn SIGTERM (a CI timeout, `kill`) into KeyboardInterrupt while the lab may run, so that
     pytest still tears it down instead of leaving dockerds behind. SIGKILL cannot be caught:
-    the next run's leftover clearing handles that."""
+    the next run's leftover clearing handles that. Under xdist this is the lab's worker: a SIGTERM to the main
+    pytest process reaches it only through execnet's shutdown, which may not wait for the teardown; the same
+    clearing then handles what stays."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
