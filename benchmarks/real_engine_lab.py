@@ -153,6 +153,8 @@ def watched(lab: Lab, recipe: str, timeout: float = 30) -> None:
         except ValueError:
             pass
         time.sleep(0.5)
+    print(f"  (the head's watch had not seen /health answer {timeout:.0f}s after it served: the next figure may "
+          "time a boot, not a watched group)")
 
 
 def last_restart(lab: Lab, recipe: str) -> dict:

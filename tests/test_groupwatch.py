@@ -375,7 +375,8 @@ def side_by_side(scenario: Callable[[Path], None]) -> Callable[..., None]:
         side_by_side_runs.outcome(scenario.__name__)
 
     test.__name__, test.__doc__ = scenario.__name__, scenario.__doc__
-    return test
+    # One worker runs them all (every worker's session lists every scenario: split, each would start them all)
+    return pytest.mark.xdist_group("groupwatch-side-by-side")(test)
 
 
 class Runs:
@@ -676,3 +677,13 @@ def test_requests_in_hand_give_the_engine_the_busy_window(tmp_path: Path) -> Non
     assert head.poll() is None
     head.send_signal(signal.SIGTERM)
     assert finish(head)[0] == 143
+
+
+def test_the_boot_bound_is_the_start_period_never_under_ten_minutes():
+    """health_start_period is the watch's boot bound; a period meant for Docker's healthcheck alone (`1s`, `2m`)
+    must not end every real boot, and `0` is no bound."""
+    from generator.plan.nodes import boot_bound
+
+    assert boot_bound("30m") == 1800 and boot_bound("1h30m") == 5400
+    assert boot_bound("1s") == boot_bound("2m") == boot_bound("1ms") == 600
+    assert boot_bound("0") == boot_bound("0s") == 0

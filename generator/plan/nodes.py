@@ -17,6 +17,7 @@ from generator.plan.env import environment, pass_env, ray_settings
 from generator.plan.types import (GROUP_KEY_ENV, HEALTH_PROBE_TLS, LABEL_PREFIX, MODS_DIR, ContainerFile, EnvVar,
                                   GroupWatch, HealthCheck, Launch, ModRun, ModsImage, NodePlan, RayHead, RayWorker, RecipePlan,
                                   Volume, duration_seconds)
+from generator.read.units import duration_ns
 from generator.resolve.buildcontext import find_build_context
 from generator.resolve.mods import MOD_ENTRY
 from generator.resolve.model import (COMPILER, CONTAINER_KEYS, DEFAULT, HF_CACHE_IN_CONTAINER, RECIPE_SCALARS, Arg,
@@ -136,7 +137,16 @@ def _group(recipe: Recipe, cluster: Cluster, chosen: tuple[Node, ...], container
                       health=health.url if health is not None else "", group=f"{recipe.id}:{digest}",
                       peers=tuple(n.address for n in chosen), model=served_model_name(recipe),
                       wedge_s=duration_seconds(container.wedge_timeout, 0),
-                      boot_s=duration_seconds(container.health_start_period, 0))
+                      boot_s=boot_bound(container.health_start_period))
+
+
+BOOT_FLOOR_S = 600  # a period meant for Docker's healthcheck (`1s`, `2m`) must not end every real boot
+
+
+def boot_bound(start_period: str) -> int:
+    """How long the head's watch waits for /health's first answer before the boot counts as failed: the recipe's
+    health_start_period (the same grace the healthcheck gives), at least BOOT_FLOOR_S; 0 (no bound) for `0`."""
+    return max(BOOT_FLOOR_S, duration_seconds(start_period, 0)) if (duration_ns(start_period) or 0) > 0 else 0
 
 
 def container_options(recipe: Recipe, cluster: Cluster) -> ContainerOptions:

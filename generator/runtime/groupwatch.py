@@ -52,8 +52,9 @@ GATHER = 600.0  # how long a rank waits for its group before the wait itself cou
 HALT_TELL = 60.0  # how long a halted head stays to tell the ranks that come why
 HEALTH_EVERY, HEALTH_TIMEOUT, HEALTH_FAILS = 5.0, 10.0, 3  # /health: asked this often, lost after 3 misses in a row
 NOT_YET_EVERY = 300.0  # while /health has never answered, the watch says so this often (with the error)
-BOOT_EVERY, BOOT_TIMEOUT = 1.0, 2.0  # /health until it first answers: asked every second (a loading engine refuses
-# at once, which costs nothing), so that the watch sees a ready engine within a second, not up to 5 s later
+BOOT_EVERY = 1.0  # /health until it first answers: asked every second (a loading engine refuses at once, which costs
+# nothing), so that the watch sees a ready engine within a second, not up to 5 s later; the same 10 s timeout, since
+# a slow first answer (SGLang's /health runs a generation) must not leave the group unwatched
 WEDGE_EVERY = 5.0  # seconds between looks at the engine's token counters (a probe when they stand still): with
 # the look that still sees the last tokens before a freeze, a wedge is decided within 2 x 5 s + 2 x `--wedge`
 MEMORY_WAIT, MEMORY_SLACK = 120.0, 0.05  # after a failed boot: wait this long at most for memory to come back
@@ -159,9 +160,13 @@ class Peer:
         self.sock, self.buf, self.heard, self.rank, self.node = sock, b"", time.monotonic(), -1, "?"
         self.nonce = ""  # the one it sent when it said hello: the head's answers are proven over it
 
-    def send(self, **message: Any) -> None:
-        with contextlib.suppress(OSError):  # gone: its reader finds out
+    def send(self, **message: Any) -> bool:
+        """Whether it went out: a peer gone is its reader's to find out."""
+        try:
             self.sock.sendall((json.dumps(message) + "\n").encode())
+        except OSError:
+            return False
+        return True
 
     def read(self, limit: int = 65536) -> Optional[List[Dict[str, Any]]]:
         """Messages now readable; None when the peer closed, or said what no watch says (a line over limit bytes,
@@ -486,8 +491,8 @@ class Watch:
                 and len(told) < self.opts.ranks - 1:
             peer = self.hear_newcomers(1.0)
             if peer is not None:
-                peer.send(halt=reason, mac=self.opts.mac("halt", peer.nonce, reason))
-                told.add(peer.rank)
+                if peer.send(halt=reason, mac=self.opts.mac("halt", peer.nonce, reason)):
+                    told.add(peer.rank)
         return 0
 
     def serve(self) -> int:
@@ -620,7 +625,7 @@ class Health:
     """The head's /health, asked on a thread: lost after HEALTH_FAILS misses in a row once it has answered; and
     "never" when it has not answered within the boot bound (the recipe's health_start_period) of the engine's start.
 
-    Until it first answers, it is asked every BOOT_EVERY seconds with a BOOT_TIMEOUT. An engine that froze before
+    Until it first answers, it is asked every BOOT_EVERY seconds. An engine that froze before
     the watch saw its first answer (the lab froze one a second after it answered a client, while the watch asked
     every 5 s) was never watched for a wedge: it is now seen within a second, and one that never answers ends the
     group at the boot bound. When the URL names the loopback (the engine listens on every address) and the node's
@@ -636,16 +641,17 @@ class Health:
     def _ask(self) -> None:
         ask = opener()
         while True:
-            errors, booting = [], not self.answered
-            for url in (self.urls if booting else [self.url]):
+            errors = []
+            for url in (self.urls if not self.answered else [self.url]):
                 try:
-                    ask.open(url, timeout=BOOT_TIMEOUT if booting else HEALTH_TIMEOUT).close()
+                    ask.open(url, timeout=HEALTH_TIMEOUT).close()
                 except Exception as err:  # refused, HTTP 5xx, timeout: a miss here
                     errors.append("%s: %s" % (url, str(err)[:200]))
                     continue
                 if errors:  # the fabric address answers where the loopback does not: say so
                     say("the engine answers %s and not %s; watched there" % (url, "; ".join(errors)))
-                self.url, self.answered, self.misses = url, True, 0
+                self.url, self.misses = url, 0
+                self.answered = True  # last: the serve loop reads lost() from answered and misses
                 break
             else:
                 self.misses, self.error = self.misses + 1, "; ".join(errors)[:400]
