@@ -405,10 +405,16 @@ class Runs:
             raise self.errors[name]
 
     def stop(self) -> None:
+        """Watches still running (a failed scenario): SIGTERM first, so that each stops its engine (a watch killed
+        -9 leaves its engine running, orphaned, for ever), then -9."""
         for proc in self.started:
             if proc.poll() is None:
-                proc.kill()
-                proc.wait(timeout=10)
+                proc.terminate()
+                try:
+                    proc.wait(timeout=15)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait(timeout=10)
 
 
 @pytest.fixture(scope="module")
