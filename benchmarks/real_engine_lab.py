@@ -42,6 +42,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 from lab import Lab, tinymodel, unavailable_reason, vllmimage  # noqa: E402
 
 from generator.deploy.probe import probe  # noqa: E402
+from generator.plan.types import GROUP_STATE  # noqa: E402
 
 BIND = [{"VLLM_CPU_OMP_THREADS_BIND": "0"}, {"VLLM_CPU_OMP_THREADS_BIND": "1"}]
 
@@ -139,32 +140,35 @@ def container(lab: Lab, which: int, recipe: str) -> str:
     return lab.docker(lab.nodes[which], "ps", "-q", "--filter", f"label=dev.recipegen.recipe={recipe}").stdout.split()[0]
 
 
+def head_record(lab: Lab, recipe: str) -> dict:
+    """The head's group record (docker cp of the watch's file, as `ps` reads it); {} while it cannot be read."""
+    copied = subprocess.run(["docker", "--context", lab.nodes[0].context, "cp",
+                             f"{container(lab, 0, recipe)}:{GROUP_STATE}", "-"], env=lab.env, capture_output=True,
+                            timeout=30)
+    try:
+        with tarfile.open(fileobj=io.BytesIO(copied.stdout)) as archive:
+            member = archive.extractfile(archive.getmembers()[0])
+            return json.loads(member.read()) if member else {}
+    except (tarfile.TarError, IndexError, ValueError):
+        return {}
+
+
 def watched(lab: Lab, recipe: str, timeout: float = 30) -> None:
     """Wait until the head's watch has seen this boot answer /health (its record says the group served): the next
     fault then hits a watched group, not a boot (a freeze before the watch's first answer waits for the boot bound,
     health_start_period)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        record = lab.docker(lab.nodes[0], "exec", container(lab, 0, recipe), "cat", "/tmp/.recipegen-group.json",
-                            check=False)
-        try:
-            if record.returncode == 0 and json.loads(record.stdout).get("served_once") is True:
-                return
-        except ValueError:
-            pass
+        if head_record(lab, recipe).get("served_once") is True:
+            return
         time.sleep(0.5)
     print(f"  (the head's watch had not seen /health answer {timeout:.0f}s after it served: the next figure may "
           "time a boot, not a watched group)")
 
 
 def last_restart(lab: Lab, recipe: str) -> dict:
-    """The head's group record's last restart (docker cp of the watch's file, as `ps` reads it)."""
-    tar = subprocess.run(["docker", "--context", lab.nodes[0].context, "cp",
-                          f"{container(lab, 0, recipe)}:/tmp/.recipegen-group.json", "-"], env=lab.env,
-                         capture_output=True, timeout=30).stdout
-    with tarfile.open(fileobj=io.BytesIO(tar)) as archive:
-        member = archive.extractfile(archive.getmembers()[0])
-        return json.loads(member.read())["restarts"][-1] if member else {}
+    """The head's group record's last restart."""
+    return head_record(lab, recipe)["restarts"][-1]
 
 
 def tree(pid: int) -> list[int]:
