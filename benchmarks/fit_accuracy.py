@@ -13,6 +13,7 @@ verdict the engine reached. Nothing here runs an engine.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
@@ -27,7 +28,8 @@ sys.path.insert(0, str(ROOT))
 
 from generator.check.fit import judge  # noqa: E402
 from generator.check.fitreport import FitReport, fit_report  # noqa: E402
-from generator.engines.memory import GIB  # noqa: E402
+from generator.engines.memory import GIB, graph_estimate  # noqa: E402
+from generator.engines.modelshape import model_shape  # noqa: E402
 from generator.resolve.load import load_cluster, load_recipe  # noqa: E402
 from generator.resolve.modelfiles import NotFound  # noqa: E402
 
@@ -41,19 +43,23 @@ class Outcome:
     case: dict[str, Any]
     report: FitReport
     verdict: str
-    errors: dict[str, float]  # "weights", "pool", "largest" (and "tokens") -> (estimate - published) / published
+    # "weights", "pool", "largest", "tokens", "graphs" -> (estimate - published) / published; "layout": the tokens
+    # recipegen puts in the published pool against the published tokens (the KV layout alone, no overhead)
+    errors: dict[str, float]
 
 
 def _write_case(case: dict[str, Any], folder: Path) -> tuple[Path, Path]:
     recipe = folder / "case" / "recipe.toml"
     recipe.parent.mkdir(parents=True)
-    tp = int(case["tp"])
+    tp, per_node = int(case["tp"]), int(case.get("gpus_per_node", 1))  # GPUs one NVLink node holds
+    count = tp // per_node
     recipe.write_text(f'engine = "vllm"\ndocker_image = {json.dumps(case["image"])}\n'
-                      f'model = {json.dumps(case["model"])}\nrequired_nodes = {tp}\ntensor_parallel_size = {tp}\n'
+                      f'model = {json.dumps(case["model"])}\nrequired_nodes = {count}\ntensor_parallel_size = {tp}\n'
                       f"args = {json.dumps(case['args'])}\n", "utf-8")
-    nodes = "".join(f'\n[[nodes]]\nname = "n{i}"\naddress = "10.0.0.{i + 1}"\ncontext = "n{i}"\n' for i in range(tp))
+    nodes = "".join(f'\n[[nodes]]\nname = "n{i}"\naddress = "10.0.0.{i + 1}"\ncontext = "n{i}"\n' for i in range(count))
     cluster = folder / "cluster.toml"
-    cluster.write_text(f'name = "logs"\nuser = "u"\ngpu_memory = "{case["gpu_memory"]}"\n{nodes}', "utf-8")
+    cluster.write_text(f'name = "logs"\nuser = "u"\ngpu_memory = "{case["gpu_memory"]}"\ngpus_per_node = {per_node}\n'
+                       f"{nodes}", "utf-8")
     return recipe, cluster
 
 
@@ -70,10 +76,26 @@ def outcome(case: dict[str, Any]) -> Outcome:
     rank = min(report.ranks, key=lambda m: m.pool)
     published = case["published"]
     estimate = {"weights": max(m.weights for m in report.ranks) / GIB, "pool": rank.pool / GIB,
-                "largest": float(rank.longest(1 << 24)), "tokens": float(rank.capacity(report.length)[0])}
-    errors = {k: estimate[k] / published[f"{k}_gib" if k in ("weights", "pool") else k] - 1
-              for k in estimate if (f"{k}_gib" if k in ("weights", "pool") else k) in published}
+                "largest": float(rank.longest(1 << 24)), "tokens": float(rank.capacity(report.length)[0]),
+                "graphs": _graphs(case, report) / GIB}
+    errors = {k: estimate[k] / published[_key(k)] - 1 for k in estimate if _key(k) in published}
+    if "tokens" in published and "pool_gib" in published:
+        given = dataclasses.replace(rank, pool_given=published["pool_gib"] * GIB)
+        errors["layout"] = given.capacity(report.length)[0] / published["tokens"] - 1
     return Outcome(case, report, verdict, errors)
+
+
+def _key(figure: str) -> str:
+    return f"{figure}_gib" if figure in ("weights", "pool", "graphs") else figure
+
+
+def _graphs(case: dict[str, Any], report: FitReport) -> float:
+    """What vLLM logs as "Estimated CUDA graph memory" (also on releases that do not take it from the pool)."""
+    folder = CACHE / f"models--{case['model'].replace('/', '--')}" / "snapshots" / "fixture"
+    shape = model_shape(json.loads((folder / "config.json").read_text("utf-8")))
+    settings = report.settings
+    return graph_estimate(report.ranks[0].layers, settings.max_num_seqs, shape.moe,
+                          nccl=settings.tp > 1 and not settings.shared_node)
 
 
 def _shown(o: Outcome) -> tuple[str, str]:
@@ -89,6 +111,9 @@ def _shown(o: Outcome) -> tuple[str, str]:
     if "largest" in published:
         said.append(f"largest --max-model-len {published['largest']:,}")
         est.append(f"largest {rank.longest(1 << 24):,}")
+    if "graphs_gib" in published:
+        said.append(f"CUDA graphs {published['graphs_gib']:.2f} GiB")
+        est.append(f"CUDA graphs {_graphs(o.case, o.report) / GIB:.2f} GiB")
     if "tokens" in published:
         said.append(f"{published['tokens']:,} tokens")
         est.append(f"{rank.capacity(o.report.length)[0]:,} tokens")
@@ -98,7 +123,8 @@ def _shown(o: Outcome) -> tuple[str, str]:
 def _distribution(outcomes: list[Outcome]) -> list[str]:
     lines = ["| figure | logs | errors | largest miss |", "|---|---|---|---|"]
     for key, label in (("weights", "weights per rank"), ("pool", "KV pool"), ("largest", "largest --max-model-len"),
-                       ("tokens", "KV tokens")):
+                       ("tokens", "KV tokens"), ("layout", "KV tokens in the published pool"),
+                       ("graphs", "CUDA graphs")):
         errors = sorted(o.errors[key] for o in outcomes if key in o.errors)
         if errors:
             worst = max(errors, key=abs)

@@ -132,15 +132,17 @@ def settings_of(recipe: Recipe, cluster: Cluster | None, shape: ModelShape) -> t
     settings = Settings(recipe.tensor_parallel_size, recipe.pipeline_parallel_size, gpu, util,
                         int(length) if length else shape.max_position, int(seqs), int(batched),
                         kv_dtype, explicit, _value(recipe, "eager")[0] is not None,
-                        int(_setting(recipe, "block", 1, 1 << 20) or 16), _graphs_counted(recipe))
+                        int(_setting(recipe, "block", 1, 1 << 20) or 16), vllm_release(recipe),
+                        cluster is not None and 1 < recipe.tensor_parallel_size <= cluster.gpus_per_node)
     return settings, said, length_origin
 
 
-def _graphs_counted(recipe: Recipe) -> bool:
-    """vLLM 0.21 and later profile CUDA graphs' memory at boot and take it from the KV pool; earlier releases
-    did not. The image's release decides (an image naming none: the newest rule)."""
+def vllm_release(recipe: Recipe) -> tuple[int, int] | None:
+    """The image's vLLM release (major, minor), which decides the rules that changed over releases (CUDA graphs
+    counted from 0.21, the sampler's sort before 0.17); None for an image that names none (a custom build: the
+    newest rules)."""
     if recipe.engine != "vllm":
-        return False
+        return None
     from generator.engines.flags import release_for_image  # the flag data is read only when a rule needs it
 
     release = release_for_image(recipe.engine, recipe.docker_image)
@@ -148,7 +150,7 @@ def _graphs_counted(recipe: Recipe) -> bool:
     named = re.match(r"v?(\d+)\.(\d+)", tag) if "nvidia/vllm" not in recipe.docker_image else None
     if release is not None and release.exact:
         named = re.match(r"v?(\d+)\.(\d+)", release.version)
-    return named is None or (int(named[1]), int(named[2])) >= (0, 21)
+    return (int(named[1]), int(named[2])) if named else None
 
 
 def _kv_memory(recipe: Recipe) -> int | None:

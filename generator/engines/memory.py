@@ -29,12 +29,33 @@ GIB = 1024 ** 3
 KV_DTYPE_BYTES = {"auto": 0.0, "bfloat16": 2.0, "float16": 2.0, "half": 2.0, "float": 4.0, "float32": 4.0,
                   "fp8": 1.0, "fp8_e4m3": 1.0, "fp8_e5m2": 1.0, "fp8_inc": 1.0, "int8": 1.0,
                   "fp8_per_token_head": 1.0, "int8_per_token_head": 1.0, "nvfp4": 0.5 + 1 / 16}
-RUNTIME = 0.75 * GIB  # CUDA context, cuBLAS workspaces: non-torch memory in vLLM's log
-NCCL = 0.5 * GIB  # NCCL's buffers and communicators, when ranks talk to each other
+# vLLM measures its budget from a snapshot taken after the CUDA context exists: what it adds is the non-torch
+# memory that grows after it (cuBLAS workspaces, streams): 0.13-0.14 GiB at one rank on 0.11-0.17, 0.25 on 0.18
+# and 0.19 (llm-d's H100 measurements, docs/fit.md).
+RUNTIME = 0.25 * GIB
+NCCL = 0.5 * GIB  # NCCL's buffers and communicators across nodes (H100 TP 2 on 0.11: 0.54 GiB non-torch in all)
+# The sampler's dummy run over max_num_seqs rows of the vocabulary keeps this many fp32 copies of the logits at its
+# peak. Before 0.17, top-k/top-p sorted them (values, int64 indices, softmax, cumsum): 9.6-9.7 copies in llm-d's
+# H100 logs (0.11.0: gpt-oss 7.38 GiB, Llama-3.1-8B 4.76, Qwen3-32B 5.64 at 1,024 rows; 0.15-0.16: Qwen3-14B 5.64);
+# from 0.17 a Triton kernel samples without the sort: 3.8-4.1 copies (Qwen3-14B 2.23 GiB; 0.19: Llama-3.1-8B
+# 1.89, Gemma 3 3.89-3.99).
+SAMPLER_COPIES = 4.0
+SAMPLER_COPIES_SORTED = 9.7
 # CUDA graphs' memory per captured batch size and decoder layer on the rank (piecewise graphs split at every
-# layer's attention). Calibrated on the one GB10 log with every input known (eugr/spark-vllm-docker#396:
-# MiniMax-M2.7, 62 layers, 51 piecewise + 51 full graphs, ~5.0 GiB); docs/fit.md lists the other logs against it.
-GRAPH_PER_LAYER = 0.8 * 2**20
+# layer's attention), as vLLM 0.19+ estimates it at boot ("Estimated CUDA graph memory"). One rank, or ranks that
+# share a node's NVLink (custom all-reduce): about 0.2 MiB (llm-d's H100 logs on 0.19, 102 graphs: Llama-3.1-8B
+# 0.84 GiB over 32 layers, Qwen3-8B 0.84 over 36, Gemma 3 27B 1.05 over 62; Qwen2.5-72B at TP 2, 1.63 over 80).
+# Twice that when the all-reduce runs through NCCL inside every graph, as it does between nodes (Qwen2.5-72B on
+# four PCIe L40S, custom all-reduce off: 2.73 GiB for 86 graphs over 80 layers), and twice again for MoE layers
+# (eugr/spark-vllm-docker#396, MiniMax-M2.7 on two Sparks, 62 layers, 102 graphs: "0.80 effectively 0.758" of
+# the GPU, about 5.0 GiB).
+GRAPH_PER_LAYER = 0.205 * 2**20
+GRAPH_NCCL = 2.0
+GRAPH_MOE = 2.0
+# Ranks that share a node (--tensor-parallel-size within gpus_per_node) also get vLLM's NVLink all-reduce buffers
+# (custom all-reduce, symmetric memory, FlashInfer's all-reduce + RMSNorm fusion): llm-d's H100 logs on 0.19 show
+# 2.06-2.21 GiB of non-torch memory at TP 2-4 on one node against 0.25 at TP 1; on 0.11, 0.54 at TP 2.
+NODE_ALLREDUCE = 1.4 * GIB
 # vLLM's default capture sizes (CompilationConfig): 1, 2, 4, then 8 to 248 by 8, then 256 up by 16.
 CAPTURE_SIZES = (1, 2, 4, *range(8, 256, 8), *range(256, 1025, 16))
 
@@ -54,8 +75,24 @@ class Settings:
     kv_cache_memory: int | None = None  # --kv-cache-memory-bytes: the pool, bypassing the budget
     enforce_eager: bool = False
     block_size: int = 16
-    graphs_counted: bool = True  # vLLM 0.21 and later subtract CUDA graphs' memory from the KV pool at boot
+    release: tuple[int, int] | None = None  # the image's vLLM release (major, minor); None: the newest rules
+    shared_node: bool = False  # the TP ranks share one node (gpus_per_node): NVLink all-reduce, no NCCL in graphs
     loader_staging: float = 0.0  # what a GPU-side loader (--load-format fastsafetensors) leaves reserved
+
+    @property
+    def graphs_counted(self) -> bool:
+        """vLLM 0.21 and later subtract CUDA graphs' memory from the KV pool at boot."""
+        return self.release is None or self.release >= (0, 21)
+
+    @property
+    def node_allreduce(self) -> float:
+        """vLLM's NVLink all-reduce buffers, when the ranks share a node (measured on 0.19; absent on 0.11)."""
+        newest = self.release is None or self.release >= (0, 19)
+        return NODE_ALLREDUCE if self.shared_node and self.tp > 1 and newest else 0.0
+
+    @property
+    def sampler_copies(self) -> float:
+        return SAMPLER_COPIES if self.release is None or self.release >= (0, 17) else SAMPLER_COPIES_SORTED
 
 
 @dataclass(frozen=True)
@@ -111,12 +148,18 @@ class RankMemory:
         return low
 
     def capacity(self, length: int) -> tuple[int, float]:
-        """(tokens the pool holds, requests of `length` at once), as vLLM logs them."""
+        """(tokens the pool holds, requests of `length` at once), as vLLM logs them ("GPU KV cache size",
+        "Maximum concurrency"). With sliding-window layers vLLM's tokens are its blocks over the kv-cache groups
+        (kv_cache_utils: num_blocks // len(groups) x block_size): the pool over every layer slot, full and
+        sliding (padded), whatever the window caps; one request of `length` is what the concurrency counts."""
         per_request = self.request_bytes(length)
         if per_request <= 0:
             return 0, 0.0
         concurrency = max(self.usable_pool(), 0) / per_request
-        return int(concurrency * length), concurrency
+        if not self.swa_per_token:
+            return int(concurrency * length), concurrency
+        blocks = max(self.usable_pool(), 0) // ((self.kv_per_token + self.swa_per_token) * self.block_size)
+        return int(blocks) * self.block_size, concurrency
 
 
 def kv_bytes_per_element(kv_dtype: str, shape: ModelShape) -> float:
@@ -164,13 +207,19 @@ def capture_counts(max_num_seqs: int) -> tuple[int, int]:
     return len(sizes), sum(1 for s in sizes if s <= max_num_seqs)
 
 
-def cuda_graphs(layers: int, settings: Settings) -> float:
+def cuda_graphs(layers: int, settings: Settings, moe: bool = False) -> float:
     """The CUDA graphs' memory that vLLM 0.21+ profiles and takes from the KV pool; none with --enforce-eager,
     and none counted before 0.21 (the graphs then took their memory outside the budget)."""
     if settings.enforce_eager or not settings.graphs_counted:
         return 0.0
-    piecewise, full = capture_counts(settings.max_num_seqs)
-    return (piecewise + full) * layers * GRAPH_PER_LAYER
+    return graph_estimate(layers, settings.max_num_seqs, moe, nccl=settings.tp > 1 and not settings.shared_node)
+
+
+def graph_estimate(layers: int, max_num_seqs: int, moe: bool, nccl: bool) -> float:
+    """What vLLM logs as "Estimated CUDA graph memory" for the default capture sizes."""
+    piecewise, full = capture_counts(max_num_seqs)
+    per_layer = GRAPH_PER_LAYER * (GRAPH_NCCL if nccl else 1.0) * (GRAPH_MOE if moe else 1.0)
+    return (piecewise + full) * layers * per_layer
 
 
 def overhead(shape: ModelShape, settings: Settings, vocab_hidden: tuple[int, int], layers: int = 0) -> float:
@@ -178,12 +227,13 @@ def overhead(shape: ModelShape, settings: Settings, vocab_hidden: tuple[int, int
     vocab, hidden = vocab_hidden
     # The profiling run's torch peak: the larger of the forward pass over max_num_batched_tokens (~16
     # hidden-sized bf16 buffers at the widest layer, split over TP) and the sampler's dummy run over
-    # max_num_seqs rows of fp32 logits; the two run one after the other, so they do not add.
+    # max_num_seqs rows of fp32 logits (SAMPLER_COPIES of them at its peak); the two run one after the other, so
+    # they do not add.
     activations = settings.max_num_batched_tokens * hidden * 2 * 16 / settings.tp
-    sampler = settings.max_num_seqs * vocab * 4
+    sampler = settings.max_num_seqs * vocab * 4 * settings.sampler_copies
     world = settings.tp * settings.pp
-    return (RUNTIME + (NCCL if world > 1 else 0) + max(activations, sampler)
-            + cuda_graphs(layers or shape.layers, settings) + settings.loader_staging)
+    return (RUNTIME + (NCCL if world > 1 else 0) + settings.node_allreduce + max(activations, sampler)
+            + cuda_graphs(layers or shape.layers, settings, shape.moe) + settings.loader_staging)
 
 
 def per_rank(shape: ModelShape, weights_total: float, settings: Settings, extras: tuple[Extra, ...] = (),

@@ -55,6 +55,7 @@ class ModelShape:
     tied: bool
     nextn_layers: int
     weights: WeightParts
+    moe: bool = False  # routed experts in its layers (their kernels make bigger CUDA graphs)
 
     @property
     def is_mla(self) -> bool:
@@ -128,7 +129,8 @@ def model_shape(config: dict[str, Any]) -> ModelShape:
                       sliding, compress,
                       dtype_bytes, _int(cfg, "max_position_embeddings") or None,
                       bool(cfg.get("tie_word_embeddings", False)), _int(cfg, "num_nextn_predict_layers"),
-                      _weights(cfg, layers, hidden, heads, kv_heads, head_dim, dtype_bytes))
+                      _weights(cfg, layers, hidden, heads, kv_heads, head_dim, dtype_bytes),
+                      bool(_int(cfg, "n_routed_experts", "num_experts", "num_local_experts")))
 
 
 def _weights(cfg: dict[str, Any], layers: int, hidden: int, heads: int, kv_heads: int, head_dim: int,
