@@ -54,7 +54,9 @@ GRAPH_NCCL = 2.0
 GRAPH_MOE = 2.0
 # Ranks that share a node (--tensor-parallel-size within gpus_per_node) also get vLLM's NVLink all-reduce buffers
 # (custom all-reduce, symmetric memory, FlashInfer's all-reduce + RMSNorm fusion): llm-d's H100 logs on 0.19 show
-# 2.06-2.21 GiB of non-torch memory at TP 2-4 on one node against 0.25 at TP 1; on 0.11, 0.54 at TP 2.
+# 2.06-2.21 GiB of non-torch memory at TP 2-4 on one node against 0.25 at TP 1, and a 4 x H100 run of July 2025
+# (0.9.2 or 0.10.0, vllm#21348) misses the same 1.8 GiB without them. One older H100 pair showed 0.54 GiB (llm-d,
+# January 2026): counted at every release all the same, the safe side.
 NODE_ALLREDUCE = 1.4 * GIB
 # vLLM's default capture sizes (CompilationConfig): 1, 2, 4, then 8 to 248 by 8, then 256 up by 16.
 CAPTURE_SIZES = (1, 2, 4, *range(8, 256, 8), *range(256, 1025, 16))
@@ -86,9 +88,8 @@ class Settings:
 
     @property
     def node_allreduce(self) -> float:
-        """vLLM's NVLink all-reduce buffers, when the ranks share a node (measured on 0.19; absent on 0.11)."""
-        newest = self.release is None or self.release >= (0, 19)
-        return NODE_ALLREDUCE if self.shared_node and self.tp > 1 and newest else 0.0
+        """vLLM's NVLink all-reduce buffers, when the ranks share a node."""
+        return NODE_ALLREDUCE if self.shared_node and self.tp > 1 else 0.0
 
     @property
     def sampler_copies(self) -> float:
