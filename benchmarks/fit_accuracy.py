@@ -52,7 +52,7 @@ def _write_case(case: dict[str, Any], folder: Path) -> tuple[Path, Path]:
     recipe = folder / "case" / "recipe.toml"
     recipe.parent.mkdir(parents=True)
     tp, per_node = int(case["tp"]), int(case.get("gpus_per_node", 1))  # GPUs one NVLink node holds
-    count = tp // per_node
+    count = -(-tp // per_node)  # the nodes the ranks fill (cases have no pipeline stages)
     recipe.write_text(f'engine = "vllm"\ndocker_image = {json.dumps(case["image"])}\n'
                       f'model = {json.dumps(case["model"])}\nrequired_nodes = {count}\ntensor_parallel_size = {tp}\n'
                       f"args = {json.dumps(case['args'])}\n", "utf-8")
@@ -94,8 +94,7 @@ def _graphs(case: dict[str, Any], report: FitReport) -> float:
     folder = CACHE / f"models--{case['model'].replace('/', '--')}" / "snapshots" / "fixture"
     shape = model_shape(json.loads((folder / "config.json").read_text("utf-8")))
     settings = report.settings
-    return graph_estimate(report.ranks[0].layers, settings.max_num_seqs, shape.moe,
-                          nccl=settings.tp > 1 and not settings.shared_node)
+    return graph_estimate(report.ranks[0].layers, settings.max_num_seqs, shape.moe, settings.graphs_through_nccl)
 
 
 def _shown(o: Outcome) -> tuple[str, str]:

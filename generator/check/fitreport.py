@@ -129,27 +129,33 @@ def settings_of(recipe: Recipe, cluster: Cluster | None, shape: ModelShape) -> t
     batched = _setting(recipe, "batched", 1, COUNT_MAX) or (8192 if big else 2048)
     kv_dtype = _value(recipe, "kv_dtype")[0] or "auto"
     explicit = _kv_memory(recipe)
-    settings = Settings(recipe.tensor_parallel_size, recipe.pipeline_parallel_size, gpu, util,
-                        int(length) if length else shape.max_position, int(seqs), int(batched),
-                        kv_dtype, explicit, _value(recipe, "eager")[0] is not None,
-                        int(_setting(recipe, "block", 1, 1 << 20) or 16), vllm_release(recipe),
-                        cluster is not None and 1 < recipe.tensor_parallel_size <= cluster.gpus_per_node)
+    tp = recipe.tensor_parallel_size
+    settings = Settings(
+        tp=tp, pp=recipe.pipeline_parallel_size, gpu_memory=gpu, utilization=util,
+        max_model_len=int(length) if length else shape.max_position, max_num_seqs=int(seqs),
+        max_num_batched_tokens=int(batched), kv_dtype=kv_dtype, kv_cache_memory=explicit,
+        enforce_eager=_value(recipe, "eager")[0] is not None,
+        block_size=int(_setting(recipe, "block", 1, 1 << 20) or 16), release=vllm_release(recipe),
+        # vLLM's NVLink all-reduce needs the whole TP group on one node
+        shared_node=cluster is not None and 1 < tp <= cluster.gpus_per_node)
     return settings, said, length_origin
 
 
 def vllm_release(recipe: Recipe) -> tuple[int, int] | None:
     """The image's vLLM release (major, minor), which decides the rules that changed over releases (CUDA graphs
-    counted from 0.21, the sampler's sort before 0.17); None for an image that names none (a custom build: the
-    newest rules)."""
+    counted from 0.21, the sampler's sort before 0.17): its tag, or for NGC the vLLM its month ships (a month with
+    no note: the latest known month before it, else the first); None for an image that names none (a custom
+    build: the newest rules)."""
     if recipe.engine != "vllm":
         return None
-    from generator.engines.flags import release_for_image  # the flag data is read only when a rule needs it
+    from generator.engines.flags import ngc_vllm  # the flag data is read only when a rule needs it
 
-    release = release_for_image(recipe.engine, recipe.docker_image)
     tag = recipe.docker_image.split("@", 1)[0].rsplit("/", 1)[-1].partition(":")[2]
-    named = re.match(r"v?(\d+)\.(\d+)", tag) if "nvidia/vllm" not in recipe.docker_image else None
-    if release is not None and release.exact:
-        named = re.match(r"v?(\d+)\.(\d+)", release.version)
+    if "nvidia/vllm" in recipe.docker_image:
+        shipped = ngc_vllm(tag)
+        named = re.match(r"(\d+)\.(\d+)", shipped[0]) if shipped else None
+    else:
+        named = re.match(r"v?(\d+)\.(\d+)", tag)
     return (int(named[1]), int(named[2])) if named else None
 
 

@@ -85,6 +85,19 @@ def _version_key(version: str) -> tuple[int, ...]:
     return tuple(int(p) for p in re.findall(r"\d+", version))
 
 
+def ngc_vllm(tag: str) -> tuple[str, bool, str] | None:
+    """(vLLM version, exact, how it was found) an NGC vLLM container tag ships; None for a tag that is no month.
+    A month with no note gets the latest known month not after it (else the first known)."""
+    ngc = _NGC_TAG.match(tag)
+    if not ngc:
+        return None
+    month = ngc.group(1)
+    if month in NGC_VLLM:
+        return NGC_VLLM[month], True, f"NGC {month} ships vLLM {NGC_VLLM[month]}"
+    months = sorted(m for m in NGC_VLLM if m <= month) or sorted(NGC_VLLM)
+    return NGC_VLLM[months[-1]], False, f"NGC {month}: assumed vLLM {NGC_VLLM[months[-1]]} of NGC {months[-1]}"
+
+
 def release_for_image(engine: str, image: str) -> Release | None:
     """The release `image` most likely runs; None when there is no flag data for the engine."""
     known = releases(engine)
@@ -97,13 +110,9 @@ def release_for_image(engine: str, image: str) -> Release | None:
     source = ""
     exact = True
     if engine == "vllm" and repo.endswith("nvidia/vllm"):
-        ngc = _NGC_TAG.match(tag)
-        if ngc and ngc.group(1) in NGC_VLLM:
-            version, source = NGC_VLLM[ngc.group(1)], f"NGC {ngc.group(1)} ships vLLM {NGC_VLLM[ngc.group(1)]}"
-        elif ngc:  # an NGC month we have no note for: the latest known month not after it
-            months = sorted(m for m in NGC_VLLM if m <= ngc.group(1)) or sorted(NGC_VLLM)
-            version, exact = NGC_VLLM[months[-1]], False
-            source = f"NGC {ngc.group(1)}: assumed vLLM {version} of NGC {months[-1]}"
+        shipped = ngc_vllm(tag)
+        if shipped:
+            version, exact, source = shipped
     elif any(repo == r or repo.endswith("/" + r) for r in _UPSTREAM_REPOS.get(engine, ())):
         match = _VERSION.match(tag)
         if match:

@@ -5,8 +5,8 @@ vLLM's worker (v1/worker/gpu_worker.py, determine_available_memory): the KV cach
 `total GPU memory x --gpu-memory-utilization - (weights + peak activation + non-torch memory + CUDA graphs)`, or
 `--kv-cache-memory-bytes` when given. Its kv_cache_utils.py then checks that one request of `max_model_len`
 fits (check_enough_kv_cache_memory, which names the largest length that would: estimate_max_model_len's binary
-search) and logs "GPU KV cache size: N tokens" as max_concurrency x max_model_len, where max_concurrency is the
-pool over one full-length request's bytes. Page sizes (v1/kv_cache_interface.py): a full-attention layer holds
+search) and logs "GPU KV cache size: N tokens", its blocks times the block size (with sliding-window layers, over
+the kv-cache groups), and "Maximum concurrency", the pool over one full-length request's bytes. Page sizes (v1/kv_cache_interface.py): a full-attention layer holds
 `2 x block_size x num_kv_heads x head_size x dtype bytes` per block, num_kv_heads = max(1, kv_heads // TP)
 (ModelConfig.get_num_kv_heads); an MLA layer one latent of kv_lora_rank + qk_rope_head_dim per token, on every
 TP rank; a sliding-window layer at most `sliding_window - 1 + max_num_batched_tokens` tokens per request
@@ -30,15 +30,17 @@ KV_DTYPE_BYTES = {"auto": 0.0, "bfloat16": 2.0, "float16": 2.0, "half": 2.0, "fl
                   "fp8": 1.0, "fp8_e4m3": 1.0, "fp8_e5m2": 1.0, "fp8_inc": 1.0, "int8": 1.0,
                   "fp8_per_token_head": 1.0, "int8_per_token_head": 1.0, "nvfp4": 0.5 + 1 / 16}
 # vLLM measures its budget from a snapshot taken after the CUDA context exists: what it adds is the non-torch
-# memory that grows after it (cuBLAS workspaces, streams): 0.13-0.14 GiB at one rank on 0.11-0.17, 0.25 on 0.18
+# memory that grows after it (cuBLAS workspaces, streams): 0.13-0.14 GiB at one rank before 0.17, 0.25 on 0.18
 # and 0.19 (llm-d's H100 measurements, docs/fit.md).
 RUNTIME = 0.25 * GIB
-NCCL = 0.5 * GIB  # NCCL's buffers and communicators across nodes (H100 TP 2 on 0.11: 0.54 GiB non-torch in all)
+# NCCL's buffers and communicators whenever ranks talk (an H100 pair of January 2026: 0.54 GiB of non-torch memory
+# in all); pipeline stages send less (0.07 GiB on 0.19 at PP 2 and 4): counted the same, the safe side.
+NCCL = 0.5 * GIB
 # The sampler's dummy run over max_num_seqs rows of the vocabulary keeps this many fp32 copies of the logits at its
 # peak. Before 0.17, top-k/top-p sorted them (values, int64 indices, softmax, cumsum): 9.6-9.7 copies in llm-d's
-# H100 logs (0.11.0: gpt-oss 7.38 GiB, Llama-3.1-8B 4.76, Qwen3-32B 5.64 at 1,024 rows; 0.15-0.16: Qwen3-14B 5.64);
-# from 0.17 a Triton kernel samples without the sort: 3.8-4.1 copies (Qwen3-14B 2.23 GiB; 0.19: Llama-3.1-8B
-# 1.89, Gemma 3 3.89-3.99).
+# H100 logs (January 2026's latest: gpt-oss 7.38 GiB, Llama-3.1-8B 4.76, Qwen3-32B 5.64 at 1,024 rows; 0.15 and
+# 0.16: Qwen3-14B 5.64); from 0.17 a Triton kernel samples without the sort: 3.8-4.1 copies (Qwen3-14B 2.23 GiB;
+# 0.19: Llama-3.1-8B 1.89, Gemma 3 3.89-3.99).
 SAMPLER_COPIES = 4.0
 SAMPLER_COPIES_SORTED = 9.7
 # CUDA graphs' memory per captured batch size and decoder layer on the rank (piecewise graphs split at every
@@ -48,7 +50,7 @@ SAMPLER_COPIES_SORTED = 9.7
 # Twice that when the all-reduce runs through NCCL inside every graph, as it does between nodes (Qwen2.5-72B on
 # four PCIe L40S, custom all-reduce off: 2.73 GiB for 86 graphs over 80 layers), and twice again for MoE layers
 # (eugr/spark-vllm-docker#396, MiniMax-M2.7 on two Sparks, 62 layers, 102 graphs: "0.80 effectively 0.758" of
-# the GPU, about 5.0 GiB).
+# the GPU, about 5.0 GiB). vLLM's own per-graph figures scatter around this rule (docs/fit.md: -61% to +58%).
 GRAPH_PER_LAYER = 0.205 * 2**20
 GRAPH_NCCL = 2.0
 GRAPH_MOE = 2.0
@@ -90,6 +92,11 @@ class Settings:
     def node_allreduce(self) -> float:
         """vLLM's NVLink all-reduce buffers, when the ranks share a node."""
         return NODE_ALLREDUCE if self.shared_node and self.tp > 1 else 0.0
+
+    @property
+    def graphs_through_nccl(self) -> bool:
+        """Ranks on different nodes all-reduce through NCCL inside every CUDA graph; on one node, over NVLink."""
+        return self.tp > 1 and not self.shared_node
 
     @property
     def sampler_copies(self) -> float:
@@ -151,15 +158,16 @@ class RankMemory:
     def capacity(self, length: int) -> tuple[int, float]:
         """(tokens the pool holds, requests of `length` at once), as vLLM logs them ("GPU KV cache size",
         "Maximum concurrency"). With sliding-window layers vLLM's tokens are its blocks over the kv-cache groups
-        (kv_cache_utils: num_blocks // len(groups) x block_size): the pool over every layer slot, full and
-        sliding (padded), whatever the window caps; one request of `length` is what the concurrency counts."""
+        (kv_cache_utils: num_blocks // len(groups) x block_size, the null block among them): the whole pool over
+        every layer slot, full and sliding (padded), whatever the window caps; one request of `length` is what the
+        concurrency counts."""
         per_request = self.request_bytes(length)
         if per_request <= 0:
             return 0, 0.0
         concurrency = max(self.usable_pool(), 0) / per_request
         if not self.swa_per_token:
             return int(concurrency * length), concurrency
-        blocks = max(self.usable_pool(), 0) // ((self.kv_per_token + self.swa_per_token) * self.block_size)
+        blocks = max(self.pool, 0) // ((self.kv_per_token + self.swa_per_token) * self.block_size)
         return int(blocks) * self.block_size, concurrency
 
 
@@ -213,7 +221,7 @@ def cuda_graphs(layers: int, settings: Settings, moe: bool = False) -> float:
     and none counted before 0.21 (the graphs then took their memory outside the budget)."""
     if settings.enforce_eager or not settings.graphs_counted:
         return 0.0
-    return graph_estimate(layers, settings.max_num_seqs, moe, nccl=settings.tp > 1 and not settings.shared_node)
+    return graph_estimate(layers, settings.max_num_seqs, moe, nccl=settings.graphs_through_nccl)
 
 
 def graph_estimate(layers: int, max_num_seqs: int, moe: bool, nccl: bool) -> float:

@@ -55,7 +55,7 @@ class ModelShape:
     tied: bool
     nextn_layers: int
     weights: WeightParts
-    moe: bool = False  # routed experts in its layers (their kernels make bigger CUDA graphs)
+    moe: bool = False  # routed experts in its layers (their kernels' graphs cost up to twice a dense layer's)
 
     @property
     def is_mla(self) -> bool:
