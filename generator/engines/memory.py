@@ -6,7 +6,8 @@ vLLM's worker (v1/worker/gpu_worker.py, determine_available_memory): the KV cach
 `--kv-cache-memory-bytes` when given. Its kv_cache_utils.py then checks that one request of `max_model_len`
 fits (check_enough_kv_cache_memory, which names the largest length that would: estimate_max_model_len's binary
 search) and logs "GPU KV cache size: N tokens", its blocks times the block size (with sliding-window layers, over
-the kv-cache groups), and "Maximum concurrency", the pool over one full-length request's bytes. Page sizes (v1/kv_cache_interface.py): a full-attention layer holds
+the kv-cache groups), and "Maximum concurrency", the pool over one full-length request's bytes. Page sizes
+(v1/kv_cache_interface.py): a full-attention layer holds
 `2 x block_size x num_kv_heads x head_size x dtype bytes` per block, num_kv_heads = max(1, kv_heads // TP)
 (ModelConfig.get_num_kv_heads); an MLA layer one latent of kv_lora_rank + qk_rope_head_dim per token, on every
 TP rank; a sliding-window layer at most `sliding_window - 1 + max_num_batched_tokens` tokens per request
