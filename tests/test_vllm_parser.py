@@ -21,7 +21,7 @@ import yaml
 
 from lab import tinymodel, vllmimage
 from lab.image import PYTHON
-from lab.sysutil import held
+from generator.write.lock import held
 from helpers.watchwords import service_argv
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -52,7 +52,7 @@ def site() -> Path:
             pytest.fail(f"the real vLLM cannot be staged, and CI must run this test: {reason}", pytrace=False)
         print(f"\nvLLM parser test skipped: {reason}")
         pytest.skip(reason)
-    with held(vllmimage.CACHE / "vllm.lock"):  # the lab's worker may be staging the same folder
+    with held(vllmimage.CACHE):  # the lab's worker may be staging the same folder
         return vllmimage.site_packages()
 
 

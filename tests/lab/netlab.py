@@ -25,8 +25,10 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from generator.write.lock import held
+
 from . import image, layers, rayimage, vllmimage
-from .sysutil import (LabError, LabTimeout, base36, docker_ping, each, held, mounts_under, pid_alive,
+from .sysutil import (LabError, LabTimeout, base36, docker_ping, each, mounts_under, pid_alive,
                       read_pidfile, run, stop_pid, unmount_under, wait_until)
 
 PREFIX = "rgl"
@@ -387,7 +389,7 @@ class Lab:
             context_dir = self.dir / "engine-context"
             if not context_dir.exists():
                 image.stage_context(context_dir)
-            with self._timed("vllm layer"), held(vllmimage.CACHE / "vllm.lock"):  # the parser test stages it too
+            with self._timed("vllm layer"), held(vllmimage.CACHE):  # the parser test stages it too
                 vllm_layer = vllmimage.layer(context_dir / "rootfs")
             with self._timed("vllm image"):
                 base = layers.tar_layer(context_dir / "rootfs", self.dir / "vllm-base.tar", "COPY rootfs/ /")

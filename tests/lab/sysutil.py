@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import signal
 import socket
 import subprocess
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -20,16 +19,6 @@ class LabError(RuntimeError):
 
 class LabTimeout(LabError):
     """A bounded wait of the lab ran out."""
-
-
-@contextlib.contextmanager
-def held(lock: Path) -> Iterator[None]:
-    """An exclusive flock on `lock` (made if missing): the test processes (xdist's two workers) that make one cache
-    folder take turns instead of removing each other's half-made files."""
-    lock.parent.mkdir(parents=True, exist_ok=True)
-    with open(lock, "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        yield
 
 
 def run(
