@@ -46,6 +46,13 @@ class Outcome:
     # "weights", "pool", "largest", "tokens", "graphs" -> (estimate - published) / published; "layout": the tokens
     # recipegen puts in the published pool against the published tokens (the KV layout alone, no overhead)
     errors: dict[str, float]
+    graphs: float  # what vLLM would log as "Estimated CUDA graph memory", in bytes
+
+
+def fixture_config(model: str) -> dict[str, Any]:
+    """The model's config.json in the fixture cache."""
+    return json.loads((CACHE / f"models--{model.replace('/', '--')}" / "snapshots" / "fixture" / "config.json")
+                      .read_text("utf-8"))
 
 
 def _write_case(case: dict[str, Any], folder: Path) -> tuple[Path, Path]:
@@ -75,26 +82,20 @@ def outcome(case: dict[str, Any]) -> Outcome:
     verdict = next((VERDICTS[r] for r in ("fit", "fit-context") if r in rules), "started")
     rank = min(report.ranks, key=lambda m: m.pool)
     published = case["published"]
+    graphs = graph_estimate(report.ranks[0].layers, report.settings.max_num_seqs, model_shape(fixture_config(
+        case["model"])).moe, report.settings.graphs_through_nccl)  # also where the release leaves them out
     estimate = {"weights": max(m.weights for m in report.ranks) / GIB, "pool": rank.pool / GIB,
                 "largest": float(rank.longest(1 << 24)), "tokens": float(rank.capacity(report.length)[0]),
-                "graphs": _graphs(case, report) / GIB}
+                "graphs": graphs / GIB}
     errors = {k: estimate[k] / published[_key(k)] - 1 for k in estimate if _key(k) in published}
     if "tokens" in published and "pool_gib" in published:
         given = dataclasses.replace(rank, pool_given=published["pool_gib"] * GIB)
         errors["layout"] = given.capacity(report.length)[0] / published["tokens"] - 1
-    return Outcome(case, report, verdict, errors)
+    return Outcome(case, report, verdict, errors, graphs)
 
 
 def _key(figure: str) -> str:
     return f"{figure}_gib" if figure in ("weights", "pool", "graphs") else figure
-
-
-def _graphs(case: dict[str, Any], report: FitReport) -> float:
-    """What vLLM logs as "Estimated CUDA graph memory" (also on releases that do not take it from the pool)."""
-    folder = CACHE / f"models--{case['model'].replace('/', '--')}" / "snapshots" / "fixture"
-    shape = model_shape(json.loads((folder / "config.json").read_text("utf-8")))
-    settings = report.settings
-    return graph_estimate(report.ranks[0].layers, settings.max_num_seqs, shape.moe, settings.graphs_through_nccl)
 
 
 def _shown(o: Outcome) -> tuple[str, str]:
@@ -112,7 +113,7 @@ def _shown(o: Outcome) -> tuple[str, str]:
         est.append(f"largest {rank.longest(1 << 24):,}")
     if "graphs_gib" in published:
         said.append(f"CUDA graphs {published['graphs_gib']:.2f} GiB")
-        est.append(f"CUDA graphs {_graphs(o.case, o.report) / GIB:.2f} GiB")
+        est.append(f"CUDA graphs {o.graphs / GIB:.2f} GiB")
     if "tokens" in published:
         said.append(f"{published['tokens']:,} tokens")
         est.append(f"{rank.capacity(o.report.length)[0]:,} tokens")
